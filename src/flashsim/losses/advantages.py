@@ -1,0 +1,131 @@
+"""Advantage estimators: one reward per trajectory in, one detached advantage per trajectory out.
+
+Every estimator has the signature ``(rewards, group_ids=None) -> advantages`` so that the loss
+composition can swap them by name (:data:`ADVANTAGES`). All results are detached: advantages are
+constants of the update, never something the policy is optimised through.
+
+Shape:
+    rewards: ``[B]`` floating. group_ids: ``[B]`` integer (any labels; equal label = same prompt).
+    Returns ``[B]`` in the dtype of ``rewards``.
+
+Glossary: B trajectories in the batch, G trajectories per group (prompt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+# GRPO's ε added to the group std (DeepSeekMath, Shao et al. 2024): keeps a group whose rewards are
+# all equal at advantage 0 instead of 0/0.
+GROUP_STD_EPS = 1e-6
+
+
+def batch_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
+    """One-Batch REINFORCE advantage: ``A_i = R_i − (1/B) Σ_j R_j`` (FlashREINFORCE).
+
+    The baseline is the mean reward of the fresh batch itself, with no std scaling. Because R_i is in
+    its own baseline, on-policy ``E[A_i ∇log π(τ_i)] = (1 − 1/B) ∇J``: a known, uniform shrinkage.
+    ``group_ids`` is accepted for a uniform signature and ignored.
+
+    >>> batch_centered(torch.tensor([1.0, 0.0, 0.0, 1.0]))
+    tensor([ 0.5000, -0.5000, -0.5000,  0.5000])
+    """
+    rewards = rewards.detach()
+    return rewards - rewards.mean()
+
+
+def positive_only(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
+    """No baseline: ``A_i = R_i``. With 0/1 rewards, failures give no learning signal at all.
+
+    The ablation of the article's §8 ("positive-only feedback collapsed to 9.8").
+
+    >>> positive_only(torch.tensor([1.0, 0.0]))
+    tensor([1., 0.])
+    """
+    return rewards.detach().clone()
+
+
+def _group_index(group_ids: Tensor | None, batch: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Dense group index [B] in 0..K−1 and the group sizes [K]."""
+    if group_ids is None:
+        raise ValueError("this advantage estimator needs group_ids [B] (which prompt each trajectory answers)")
+    _, index = torch.unique(group_ids, return_inverse=True)
+    counts = torch.bincount(index)
+    return index.to(device), counts.to(device)
+
+
+def _group_sum(values: Tensor, index: Tensor, num_groups: int) -> Tensor:
+    return torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, index, values)
+
+
+def group_normalized(
+    rewards: Tensor, group_ids: Tensor | None = None, *, scale_by_std: bool = True, eps: float = GROUP_STD_EPS
+) -> Tensor:
+    """GRPO advantage: ``A_i = (R_i − mean_g R) / (std_g R + ε)`` over the trajectory's group g.
+
+    ``std_g`` is the unbiased (Bessel-corrected) std of the group. A group of one gets advantage 0:
+    its only member is its own baseline (R − mean = 0) and the unbiased std of one sample is undefined,
+    so there is no contrast to learn from — which is also why GRPO with G = 1 gives no signal.
+    With ``scale_by_std=False`` this is Dr. GRPO's :func:`group_centered`.
+
+    >>> group_normalized(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 1, 1]))
+    tensor([ 0.7071, -0.7071,  0.0000,  0.0000])
+    """
+    rewards = rewards.detach()
+    index, counts = _group_index(group_ids, rewards.shape[0], rewards.device)
+    k = counts.shape[0]
+    sizes = counts.to(rewards.dtype)
+    mean = _group_sum(rewards, index, k) / sizes
+    centered = rewards - mean[index]
+    if not scale_by_std:
+        return centered
+    square_sum = _group_sum(centered * centered, index, k)
+    std = torch.sqrt(square_sum / (sizes - 1).clamp(min=1))
+    singleton = (counts == 1)[index]
+    return torch.where(singleton, torch.zeros_like(centered), centered / (std[index] + eps))
+
+
+def group_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
+    """Dr. GRPO advantage: ``A_i = R_i − mean_g R`` (group mean, no std scaling; Liu et al. 2025).
+
+    >>> group_centered(torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0, 0, 1]))
+    tensor([ 0.5000, -0.5000,  0.0000])
+    """
+    return group_normalized(rewards, group_ids, scale_by_std=False)
+
+
+def leave_one_out(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
+    """RLOO advantage: ``A_i = R_i − mean of the other members of its group`` (Kool et al. 2019).
+
+    The baseline excludes the sample itself, so the policy-gradient estimate is unbiased. Without
+    ``group_ids`` the whole batch is one group. A group of one has no "others" and gets 0.
+
+    >>> leave_one_out(torch.tensor([1.0, 0.0, 0.0]))
+    tensor([ 1.0000, -0.5000, -0.5000])
+    """
+    rewards = rewards.detach()
+    if group_ids is None:
+        group_ids = torch.zeros(rewards.shape[0], dtype=torch.long, device=rewards.device)
+    index, counts = _group_index(group_ids, rewards.shape[0], rewards.device)
+    sizes = counts.to(rewards.dtype)[index]
+    totals = _group_sum(rewards, index, counts.shape[0])[index]
+    others_mean = (totals - rewards) / (sizes - 1).clamp(min=1)
+    return torch.where(sizes > 1, rewards - others_mean, torch.zeros_like(rewards))
+
+
+AdvantageFn = Callable[[Tensor, "Tensor | None"], Tensor]
+
+ADVANTAGES: dict[str, AdvantageFn] = {
+    "batch_centered": batch_centered,
+    "group_normalized": group_normalized,
+    "group_centered": group_centered,
+    "leave_one_out": leave_one_out,
+    "positive_only": positive_only,
+}
+"""Advantage estimators by name; :func:`flashsim.losses.policy_loss` branches on these names only."""
+
+GROUPED_ADVANTAGES = frozenset({"group_normalized", "group_centered"})
+"""Estimators that cannot run without ``group_ids``."""
