@@ -1,0 +1,54 @@
+"""Layers import one way (docs/design.md): each module imports only from the layers below it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# For each layer: the project modules it must never import (prefix match on dotted names).
+FORBIDDEN = {
+    "src/flashsim/losses": ("flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
+                            "flashsim.experiments", "flashsim.cli", "toy_envs", "scale", "numpy", "gymnasium"),
+    "toy_envs": ("flashsim", "scale", "torch"),
+    "src/flashsim/policies.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
+    "src/flashsim/exact.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
+    "src/flashsim/sim": ("flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
+    "src/flashsim/variance": ("flashsim.cli", "scale"),
+    "src/flashsim": ("scale",),
+    "scale": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "flashsim.exact",
+              "flashsim.policies", "toy_envs"),
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def python_files(target: str) -> list[Path]:
+    path = ROOT / target
+    if path.is_file():
+        return [path]
+    return sorted(path.rglob("*.py")) if path.exists() else []
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports_nothing_from_the_layers_above_it(layer):
+    violations = []
+    for path in python_files(layer):
+        for name in imported_modules(path):
+            for banned in FORBIDDEN[layer]:
+                if name == banned or name.startswith(banned + "."):
+                    violations.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not violations, "layer contract broken:\n" + "\n".join(sorted(set(violations)))
