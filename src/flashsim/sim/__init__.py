@@ -1,0 +1,52 @@
+"""``flashsim.sim``: the asynchronous simulator — policy snapshots, lag, rollout workers, training.
+
+Layer 4 of flashsim. Algorithms are configurations of :mod:`flashsim.losses` (through its registry);
+environments are the toy envs' exact tables; policies and exact evaluation come from
+:mod:`flashsim.policies` and :mod:`flashsim.exact`.
+
+Modules, one job each:
+- :mod:`~flashsim.sim.config` — frozen configs (lag models, timing, algorithm, run) and presets;
+- :mod:`~flashsim.sim.envs` — env presets and their tables;
+- :mod:`~flashsim.sim.snapshots` — published policy snapshots θ_k;
+- :mod:`~flashsim.sim.rollouts` — batched trajectory sampling from the tables;
+- :mod:`~flashsim.sim.lag` — injected lag (fixed, random) as a rollout source;
+- :mod:`~flashsim.sim.engine` — the discrete-event engine of N workers (emergent lag, crashes);
+- :mod:`~flashsim.sim.store`, :mod:`~flashsim.sim.ledger` — trajectory rows and their accounting;
+- :mod:`~flashsim.sim.learner` — optimizer steps through the loss registry;
+- :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics;
+- :mod:`~flashsim.sim.training` — the runner: outputs, checkpoints, resume, progress;
+- :mod:`~flashsim.sim.output`, :mod:`~flashsim.sim.plotting` — files and figures.
+
+Example:
+    >>> from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, train
+    >>> config = TrainConfig(env="bandit_tiny", algorithm=AlgorithmConfig(batch_size=16), lag=FixedLag(2),
+    ...                      updates=5)
+    >>> result = train(config)
+    >>> [row["lag/max"] for row in result.rows]
+    [0.0, 1.0, 2.0, 2.0, 2.0]
+
+Glossary: B trajectories per batch, G group size, L lag, k learner update, N workers, δ gate threshold.
+"""
+
+from flashsim.sim.config import (
+    ALGORITHMS,
+    AlgorithmConfig,
+    AsyncWorkers,
+    FixedLag,
+    RandomLag,
+    TimingModel,
+    TrainConfig,
+    parse_lag,
+)
+from flashsim.sim.engine import AsyncEngine
+from flashsim.sim.envs import ENVS, build_tables, optimal_success
+from flashsim.sim.lag import LaggedSource, draw_lags
+from flashsim.sim.ledger import AccountingError, Ledger
+from flashsim.sim.simulation import METRIC_KEYS, Simulation
+from flashsim.sim.training import TrainResult, train
+
+__all__ = [
+    "ALGORITHMS", "AccountingError", "AlgorithmConfig", "AsyncEngine", "AsyncWorkers", "ENVS", "FixedLag",
+    "LaggedSource", "Ledger", "METRIC_KEYS", "RandomLag", "Simulation", "TimingModel", "TrainConfig",
+    "TrainResult", "build_tables", "draw_lags", "optimal_success", "parse_lag", "train",
+]

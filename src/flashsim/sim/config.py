@@ -1,0 +1,311 @@
+"""Configuration of a simulated training run: frozen dataclasses, named presets, and the ``--lag`` syntax.
+
+Every field carries a docstring; :func:`field_help` reads those docstrings so that they are also the
+``flashsim train --help`` text (one source of truth, as in CleanRL). Derived values are properties.
+
+Glossary: B trajectories per collected batch, G trajectories per group (prompt), L policy lag in
+learner updates, δ the sequence-gate threshold, N rollout workers.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import math
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+
+
+def _check_int(name: str, value: object, *, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+
+
+def _check_nonnegative(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_probability(name: str, value: object) -> None:
+    _check_nonnegative(name, value)
+    if value > 1:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class FixedLag:
+    """Every trajectory consumed by update k was sampled by snapshot θ_{max(k − L, 0)}."""
+
+    lag: int = 0
+    """The policy lag L in learner updates (0 is on-policy)."""
+
+    def __post_init__(self) -> None:
+        _check_int("lag", self.lag, low=0)
+
+    @property
+    def max_lag(self) -> int:
+        """The largest lag this model can produce (how many old snapshots must be kept)."""
+        return self.lag
+
+
+@dataclass(frozen=True)
+class RandomLag:
+    """Each trajectory (each group, for G > 1) draws its own lag L from a distribution, capped at ``max_lag``."""
+
+    max_lag: int = 8
+    """Largest lag; draws above it are capped."""
+    distribution: str = "uniform"
+    """``uniform`` on {0..max_lag}, ``geometric`` (on {0, 1, ..}) or ``poisson``, both with mean ``mean``."""
+    mean: float = 2.0
+    """Mean lag of the geometric and Poisson distributions (before capping)."""
+
+    def __post_init__(self) -> None:
+        _check_int("max_lag", self.max_lag, low=0)
+        _check_choice("distribution", self.distribution, ("uniform", "geometric", "poisson"))
+        if not (isinstance(self.mean, (int, float)) and math.isfinite(self.mean) and self.mean >= 0):
+            raise ValueError(f"mean must be a finite number >= 0, got {self.mean!r}")
+
+
+@dataclass(frozen=True)
+class AsyncWorkers:
+    """N rollout workers and one learner in simulated time; the lag *emerges* from the timing.
+
+    Each worker starts a trajectory with the newest published snapshot, finishes it after its simulated
+    duration (see :class:`TimingModel`) and starts the next. The learner takes the next B completed
+    trajectories (or B/G complete groups) in completion order, spends ``TimingModel.update_time`` on
+    the update, then publishes the new snapshot.
+    """
+
+    num_workers: int = 64
+    """Number of rollout workers N."""
+    max_queued: int | None = None
+    """Backpressure: a worker pauses while this many completed trajectories wait for the learner
+    (default: one batch, B). Must be >= B."""
+    synchronous: bool = False
+    """Synchronous baseline: each version generates exactly one batch, then workers wait for the
+    learner (lag 0, a barrier per update)."""
+    crash_prob: float = 0.0
+    """Probability that a worker crashes during a trajectory; the trajectory is dropped, counted, and
+    its task (prompt, group) is issued again."""
+    restart_time: float = 5.0
+    """Simulated seconds a crashed worker needs to come back."""
+
+    def __post_init__(self) -> None:
+        _check_int("num_workers", self.num_workers, low=1)
+        if self.max_queued is not None:
+            _check_int("max_queued", self.max_queued, low=1)
+        _check_probability("crash_prob", self.crash_prob)
+        _check_nonnegative("restart_time", self.restart_time)
+
+
+LagModel = FixedLag | RandomLag | AsyncWorkers
+
+
+@dataclass(frozen=True)
+class TimingModel:
+    """Simulated durations: per-step time plus heavy-tailed (lognormal) tool latency.
+
+    A trajectory of T steps with C tool calls lasts ``Σ_t step_time·e^{σ_s z_t} + Σ_c tool_latency·e^{σ_t z_c}``
+    with independent standard normals z (``step_time``/``tool_latency`` are medians); a straggler lasts
+    ``straggler_factor`` times that.
+    """
+
+    step_time: float = 1.0
+    """Median simulated seconds per policy step (token)."""
+    step_sigma: float = 0.0
+    """Lognormal σ of the per-step time (0: every step takes ``step_time``, as in the toy envs)."""
+    tool_latency: float = 4.0
+    """Median simulated seconds of one tool call."""
+    tool_sigma: float = 1.0
+    """Lognormal σ of the tool latency (the heavy tail)."""
+    update_time: float = 1.0
+    """Simulated seconds one learner update takes."""
+    straggler_prob: float = 0.0
+    """Probability that a trajectory is a straggler."""
+    straggler_factor: float = 10.0
+    """How many times longer a straggler takes."""
+
+    def __post_init__(self) -> None:
+        for name in ("step_time", "step_sigma", "tool_latency", "tool_sigma", "update_time"):
+            _check_nonnegative(name, getattr(self, name))
+        _check_probability("straggler_prob", self.straggler_prob)
+        if not self.straggler_factor >= 1:
+            raise ValueError(f"straggler_factor must be >= 1, got {self.straggler_factor!r}")
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """An algorithm is a loss of :data:`flashsim.losses.LOSSES` plus how batches are collected and used."""
+
+    loss: str = "flash_reinforce"
+    """Name in the loss registry (``flashsim.losses.LOSSES``)."""
+    batch_size: int = 128
+    """Trajectories per collected batch B (GRPO: B/G prompts × G siblings)."""
+    group_size: int = 1
+    """Siblings per prompt G; the learner waits for whole groups when G > 1."""
+    epochs: int = 1
+    """Passes over each collected batch (PPO epochs)."""
+    minibatches: int = 1
+    """Sequential optimizer steps per pass, each on one of m equal slices of the batch."""
+    optimizer: str = "adam"
+    """``adam`` or ``sgd``."""
+    learning_rate: float = 0.1
+    """Optimizer step size."""
+    loss_options: Mapping[str, object] = field(default_factory=dict)
+    """Keyword options of the loss (``delta``, ``clip_eps``, ``tis_cap`` ...)."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "group_size", "epochs", "minibatches"):
+            _check_int(name, getattr(self, name), low=1)
+        _check_choice("optimizer", self.optimizer, ("adam", "sgd"))
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
+        if self.batch_size % self.group_size:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of group_size ({self.group_size})")
+        if self.batch_size % self.minibatches or (self.batch_size // self.minibatches) % self.group_size:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must split into minibatches ({self.minibatches}) of whole "
+                f"groups (group_size {self.group_size})"
+            )
+        object.__setattr__(self, "loss_options", dict(self.loss_options))
+
+    @property
+    def updates_per_batch(self) -> int:
+        """Optimizer steps taken on one collected batch (epochs × minibatches)."""
+        return self.epochs * self.minibatches
+
+    @property
+    def prompts_per_batch(self) -> int:
+        """Distinct prompts (groups) per collected batch, B/G."""
+        return self.batch_size // self.group_size
+
+
+ALGORITHMS: Mapping[str, AlgorithmConfig] = MappingProxyType({
+    "flash_reinforce": AlgorithmConfig("flash_reinforce"),
+    "grpo": AlgorithmConfig("grpo", group_size=8),
+    "token_gate": AlgorithmConfig("token_gate"),
+    "no_gate": AlgorithmConfig("no_gate"),
+    "token_mean": AlgorithmConfig("token_mean"),
+    "positive_only": AlgorithmConfig("positive_only"),
+    "minibatches": AlgorithmConfig("flash_reinforce", minibatches=4),
+    "ppo_clip": AlgorithmConfig("ppo_clip"),
+    "tis": AlgorithmConfig("tis"),
+    "rloo": AlgorithmConfig("rloo", group_size=8),
+    "dr_grpo": AlgorithmConfig("dr_grpo", group_size=8),
+})
+"""Named algorithm presets (``--algo``): FlashREINFORCE, GRPO and the ablations. ``minibatches``
+is FlashREINFORCE with one collected batch split into 4 sequential updates."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One simulated training run: environment, algorithm, lag, timing, budget, seed."""
+
+    env: str = "bandit"
+    """Environment preset: ``bandit``, ``gridworld`` or ``chain`` (see ``flashsim.sim.envs.ENVS``)."""
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    """Loss and batching (see :data:`ALGORITHMS`)."""
+    lag: LagModel = field(default_factory=FixedLag)
+    """Where the policy lag comes from: ``FixedLag``, ``RandomLag`` or ``AsyncWorkers``."""
+    timing: TimingModel | None = None
+    """Simulated durations of steps, tool calls and learner updates (None: the env preset's)."""
+    policy: str = "tabular"
+    """Policy class: ``tabular`` (one logit per observation and action), ``linear`` or ``mlp`` (over the
+    env's observation features; these generalise to held-out prompts)."""
+    updates: int = 200
+    """Learner updates (optimizer steps) to run."""
+    seed: int = 0
+    """Seed of the run's single random generator (same seed, same results)."""
+    eval_every: int = 10
+    """Exact train/held-out success every this many updates (and at the last one)."""
+    logprob_noise: float = 0.0
+    """Std of Gaussian noise added to stored behaviour log-probs (the inference-engine mismatch)."""
+    checkpoint_every: int = 100
+    """Write a resumable checkpoint every this many updates (and at the end)."""
+    env_options: Mapping[str, object] = field(default_factory=dict)
+    """Keyword arguments overriding the env preset's."""
+
+    def __post_init__(self) -> None:
+        _check_int("updates", self.updates, low=1)
+        _check_int("seed", self.seed, low=0)
+        _check_int("eval_every", self.eval_every, low=1)
+        _check_int("checkpoint_every", self.checkpoint_every, low=1)
+        _check_nonnegative("logprob_noise", self.logprob_noise)
+        _check_choice("policy", self.policy, ("tabular", "linear", "mlp"))
+        if self.timing is not None and not isinstance(self.timing, TimingModel):
+            raise TypeError(f"timing must be a TimingModel or None, got {type(self.timing).__name__}")
+        if not isinstance(self.lag, (FixedLag, RandomLag, AsyncWorkers)):
+            raise TypeError(f"lag must be FixedLag, RandomLag or AsyncWorkers, got {type(self.lag).__name__}")
+        queued = getattr(self.lag, "max_queued", None)
+        if queued is not None and queued < self.algorithm.batch_size:
+            raise ValueError(f"max_queued ({queued}) must be >= batch_size ({self.algorithm.batch_size})")
+        object.__setattr__(self, "env_options", dict(self.env_options))
+
+    def with_updates(self, updates: int) -> TrainConfig:
+        """The same run with another update budget (everything else, hence every result, unchanged)."""
+        return replace(self, updates=updates)
+
+
+def parse_lag(spec: str) -> LagModel:
+    """Parse the ``--lag`` syntax.
+
+    ``L`` (an integer) is :class:`FixedLag`; ``random:MAX[:DIST[:MEAN]]`` is :class:`RandomLag`;
+    ``workers:N[:sync]`` is :class:`AsyncWorkers` with N workers (``sync`` for the synchronous barrier).
+
+    >>> parse_lag("8"), parse_lag("random:4:geometric:1.5").distribution, parse_lag("workers:16").num_workers
+    (FixedLag(lag=8), 'geometric', 16)
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"lag spec must be a string, got {type(spec).__name__}")
+    parts = spec.strip().split(":")
+    try:
+        if len(parts) == 1:
+            return FixedLag(int(parts[0]))
+        if parts[0] == "random" and 2 <= len(parts) <= 4:
+            options = {"max_lag": int(parts[1])}
+            if len(parts) > 2:
+                options["distribution"] = parts[2]
+            if len(parts) > 3:
+                options["mean"] = float(parts[3])
+            return RandomLag(**options)
+        if parts[0] == "workers" and len(parts) in (2, 3) and parts[2:] in ([], ["sync"]):
+            return AsyncWorkers(num_workers=int(parts[1]), synchronous=len(parts) == 3)
+    except ValueError as error:
+        raise ValueError(f"invalid --lag {spec!r}: {error}") from None
+    raise ValueError(
+        f"invalid --lag {spec!r}; expected an integer L, 'random:MAX[:uniform|geometric|poisson[:MEAN]]' "
+        "or 'workers:N[:sync]'"
+    )
+
+
+@functools.cache
+def field_help(cls: type) -> Mapping[str, str]:
+    """The docstring under each field of a dataclass, by field name (used as ``--help`` text).
+
+    >>> field_help(FixedLag)["lag"]
+    'The policy lag L in learner updates (0 is on-policy).'
+    """
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    docs: dict[str, str] = {}
+    for node, following in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    names = {f.name for f in fields(cls)}
+    return MappingProxyType({name: doc for name, doc in docs.items() if name in names})

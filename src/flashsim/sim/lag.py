@@ -1,0 +1,157 @@
+"""Injected policy lag: ``FixedLag`` and ``RandomLag`` as a rollout source for the learner.
+
+Update k (which turns θ_k into θ_{k+1}) trains on trajectories sampled by θ_{k − L}: exactly L
+updates stale for :class:`~flashsim.sim.config.FixedLag` (θ_0 while k < L, the warm-up), and a fresh
+draw of L per trajectory (per group when G > 1) for :class:`~flashsim.sim.config.RandomLag`. Trajectories
+of one batch that share a version are sampled together. For lag that *emerges* from timing, see
+:mod:`flashsim.sim.engine`.
+
+The simulated clock of this source is that of a synchronous system of B workers (one trajectory
+each): generating a batch takes as long as its slowest trajectory, then the learner updates. It is
+reported for completeness; the event engine is the model to use for questions about time.
+
+Glossary: B trajectories per batch, G group size, L lag, k learner update.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.sim.config import AlgorithmConfig, FixedLag, RandomLag, TimingModel
+from flashsim.sim.ledger import Ledger
+from flashsim.sim.rollouts import Batch, TableSampler, TrajectoryArrays
+from flashsim.sim.snapshots import Snapshot, SnapshotStore
+
+
+def draw_lags(model: FixedLag | RandomLag, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` lags from ``model`` (FixedLag draws no random numbers).
+
+    Shape:
+        Returns ``[count] int64`` in ``[0, model.max_lag]``.
+
+    >>> draw_lags(FixedLag(3), 4, np.random.default_rng(0)).tolist()
+    [3, 3, 3, 3]
+    >>> bool((draw_lags(RandomLag(2), 1000, np.random.default_rng(0)) <= 2).all())
+    True
+    """
+    if isinstance(model, FixedLag):
+        return np.full(count, model.lag, dtype=np.int64)
+    if model.distribution == "uniform":
+        lags = rng.integers(0, model.max_lag + 1, size=count)
+    elif model.distribution == "geometric":
+        lags = rng.geometric(1.0 / (1.0 + model.mean), size=count) - 1  # support {0, 1, ...}, mean `mean`
+    else:
+        lags = rng.poisson(model.mean, size=count)
+    return np.minimum(lags, model.max_lag).astype(np.int64)
+
+
+class SimClock:
+    """Cumulative simulated time of the learner and of the workers, for the ``time/`` metrics."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.learner_busy = 0.0
+        self.learner_wait = 0.0
+        self.worker_busy = 0.0
+
+    def metrics(self, num_workers: int, in_flight_busy: float = 0.0) -> dict[str, float]:
+        """``time/sim_clock``, ``time/learner_idle`` and ``time/worker_idle`` (fractions of time so far)."""
+        learner = self.learner_busy + self.learner_wait
+        capacity = num_workers * self.now
+        return {
+            "time/sim_clock": float(self.now),
+            "time/learner_idle": float(self.learner_wait / learner) if learner > 0 else 0.0,
+            "time/worker_idle": float(1.0 - (self.worker_busy + in_flight_busy) / capacity) if capacity > 0 else 0.0,
+        }
+
+    def state_dict(self) -> dict:
+        return dict(vars(self))
+
+    def load_state_dict(self, state: dict) -> None:
+        vars(self).update(state)
+
+
+class LaggedSource:
+    """Batches whose lag is drawn from a :class:`FixedLag` or :class:`RandomLag` model.
+
+    Args:
+        model: the lag model.
+        algorithm: batch size B and group size G.
+        sampler: samples trajectories from the env tables.
+        timing: update time for the simulated clock.
+        train_prompts: prompts to draw from (uniformly, one per group).
+        rng: the run's generator.
+    """
+
+    def __init__(
+        self, model: FixedLag | RandomLag, algorithm: AlgorithmConfig, sampler: TableSampler,
+        timing: TimingModel, train_prompts: np.ndarray, rng: np.random.Generator,
+    ) -> None:
+        self.model, self.sampler, self.timing, self.rng = model, sampler, timing, rng
+        self.batch_size, self.group_size = algorithm.batch_size, algorithm.group_size
+        self.train_prompts = np.asarray(train_prompts, dtype=np.int64)
+        self.snapshots = SnapshotStore(keep=model.max_lag + 1)
+        self.ledger = Ledger()
+        self.clock = SimClock()
+        self.next_group = 0
+
+    @property
+    def version(self) -> int:
+        """The newest published version k."""
+        return self.snapshots.latest.version
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """The learner finished an update (taking ``update_time``) and published ``snapshot`` (θ_0: the start)."""
+        if snapshot.version > 0:
+            self.clock.now += self.timing.update_time
+            self.clock.learner_busy += self.timing.update_time
+        self.snapshots.publish(snapshot)
+
+    def collect(self) -> Batch:
+        """The batch for the next update k = :attr:`version`: B trajectories, each sampled by θ_{k − L}."""
+        k, G = self.version, self.group_size
+        groups = self.batch_size // G
+        versions = np.maximum(k - draw_lags(self.model, groups, self.rng), 0)
+        prompts = self.rng.choice(self.train_prompts, size=groups)
+        versions, prompts = np.repeat(versions, G), np.repeat(prompts, G)
+        group_ids = np.repeat(np.arange(self.next_group, self.next_group + groups, dtype=np.int64), G)
+        self.next_group += groups
+        parts, rows = [], []
+        for version in np.unique(versions):
+            index = np.flatnonzero(versions == version)
+            parts.append(self.sampler.sample(self.snapshots.get(version), prompts[index], self.rng))
+            rows.append(index)
+        trajectories = TrajectoryArrays.empty(self.batch_size, self.sampler.horizon)
+        for index, part in zip(rows, parts):
+            trajectories.put(index, part)
+        ids = self.ledger.start(self.batch_size)
+        self.ledger.complete(ids)
+        self.ledger.take(ids)
+        self._advance_clock(trajectories.durations)
+        return Batch(ids, versions, group_ids, trajectories)
+
+    def _advance_clock(self, durations: np.ndarray) -> None:
+        generation = float(durations.max())
+        self.clock.now += generation
+        self.clock.learner_wait += generation
+        self.clock.worker_busy += float(durations.sum())
+
+    def metrics(self) -> dict[str, float]:
+        """The ``time/`` metrics, with B workers."""
+        return self.clock.metrics(self.batch_size)
+
+    def check(self) -> dict[str, int]:
+        """The ledger's invariant (nothing is ever in flight or queued between updates here)."""
+        return self.ledger.check(in_flight=np.empty(0, np.int64), queued=np.empty(0, np.int64))
+
+    def state_dict(self) -> dict:
+        return {
+            "snapshots": self.snapshots.state_dict(), "ledger": self.ledger.state_dict(),
+            "clock": self.clock.state_dict(), "next_group": self.next_group,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.snapshots.load_state_dict(state["snapshots"])
+        self.ledger.load_state_dict(state["ledger"])
+        self.clock.load_state_dict(state["clock"])
+        self.next_group = state["next_group"]

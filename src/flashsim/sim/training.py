@@ -1,0 +1,158 @@
+"""The training runner: a :class:`~flashsim.sim.simulation.Simulation` to its update budget, with
+outputs, checkpoints, resume and a progress bar.
+
+:func:`train` is what ``flashsim train`` calls. With an output directory it writes metrics row by
+row (:mod:`flashsim.sim.output`), a checkpoint every ``checkpoint_every`` updates and at the end,
+``summary.json`` and ``curves.png``. ``resume=True`` continues from the directory's checkpoint and
+produces exactly the files an uninterrupted run would have produced.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+
+from flashsim.sim.config import TrainConfig
+from flashsim.sim.envs import optimal_success
+from flashsim.sim.output import (
+    CHECKPOINT, CONFIG, METRICS_CSV, SUMMARY, MetricsWriter, atomic_write_text, jsonable, load_checkpoint,
+    read_metrics, save_checkpoint,
+)
+from flashsim.sim.plotting import plot_curves
+from flashsim.sim.simulation import METRIC_KEYS, Simulation
+
+CURVES = "curves.png"
+
+
+@dataclass
+class TrainResult:
+    """What a run returns: every metric row (including rows before a resume), the summary, the directory."""
+
+    rows: list[dict[str, float]]
+    summary: dict[str, object]
+    out_dir: Path | None
+
+
+def train(
+    config: TrainConfig, out_dir: Path | str | None = None, *, resume: bool = False, progress: bool = False,
+    plot: bool = True,
+) -> TrainResult:
+    """Run ``config`` to ``config.updates`` learner updates.
+
+    Args:
+        config: the run.
+        out_dir: where to write metrics, checkpoints, summary and plot (None: keep everything in memory).
+        resume: continue from ``out_dir/checkpoint.pt`` (same config, ``updates`` may be larger).
+        progress: show a tqdm progress bar on stderr.
+        plot: write ``curves.png`` at the end.
+
+    Raises:
+        FileExistsError: ``out_dir`` already holds a run and ``resume`` is False.
+        FileNotFoundError: ``resume`` without a checkpoint in ``out_dir``.
+    """
+    out = Path(out_dir) if out_dir is not None else None
+    simulation = Simulation(config)
+    writer, rows = _open_outputs(simulation, out, resume)
+    started, first_update = time.perf_counter(), simulation.update
+    bar = _progress_bar(config.updates, first_update) if progress else None
+    try:
+        while simulation.update < config.updates:
+            k = simulation.update
+            row = simulation.step(evaluate=k == 0 or (k + 1) % config.eval_every == 0 or k + 1 == config.updates)
+            rows.append(row)
+            if writer is not None:
+                writer.write(row)
+                if simulation.update % config.checkpoint_every == 0 or simulation.update == config.updates:
+                    _checkpoint(simulation, writer, out)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(reward=f"{row['env/reward']:.3f}", lag=f"{row['lag/mean']:.1f}", refresh=False)
+    finally:
+        if bar is not None:
+            bar.close()
+        if writer is not None:
+            writer.close()
+    elapsed = time.perf_counter() - started
+    summary = _summary(simulation, rows, simulation.update - first_update, elapsed)
+    if out is not None:
+        atomic_write_text(out / SUMMARY, json.dumps(jsonable(summary), indent=2, allow_nan=False) + "\n")
+        if plot:
+            title = f"{config.env} · {config.algorithm.loss} · {_lag_label(config)} · seed {config.seed}"
+            plot_curves({config.algorithm.loss: rows}, out / CURVES, title=title, smooth=10)
+    return TrainResult(rows, summary, out)
+
+
+def _open_outputs(
+    simulation: Simulation, out: Path | None, resume: bool
+) -> tuple[MetricsWriter | None, list[dict[str, float]]]:
+    """The metrics writer (after restoring the checkpoint when resuming) and the rows so far."""
+    if out is None:
+        if resume:
+            raise ValueError("resume=True needs out_dir (the directory of the interrupted run)")
+        return None, []
+    if resume:
+        if not (out / CHECKPOINT).exists():
+            raise FileNotFoundError(f"no checkpoint to resume from in {out} (expected {out / CHECKPOINT})")
+        state = load_checkpoint(out / CHECKPOINT)
+        simulation.load_state_dict(state["simulation"])
+        writer = MetricsWriter(out, METRIC_KEYS, offsets=state["offsets"])
+        return writer, read_metrics(out)
+    if (out / METRICS_CSV).exists() or (out / CHECKPOINT).exists():
+        raise FileExistsError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / CONFIG, json.dumps(jsonable(_config_dict(simulation.config)), indent=2) + "\n")
+    return MetricsWriter(out, METRIC_KEYS), []
+
+
+def _checkpoint(simulation: Simulation, writer: MetricsWriter, out: Path) -> None:
+    save_checkpoint(out / CHECKPOINT, {"simulation": simulation.state_dict(), "offsets": writer.offsets})
+
+
+def _summary(simulation: Simulation, rows: list[dict], updates_run: int, elapsed: float) -> dict[str, object]:
+    """Final metrics, the last exact evaluation, accounting, and throughput of this invocation."""
+    config, last = simulation.config, rows[-1] if rows else {}
+    evaluated = [row for row in rows if not math.isnan(row["env/success_train"])]
+    return {
+        "env": config.env,
+        "algorithm": config.algorithm.loss,
+        "lag": _lag_label(config),
+        "seed": config.seed,
+        "updates": simulation.update,
+        "rollouts": simulation.ledger.completed,
+        "final": {key: last.get(key) for key in METRIC_KEYS},
+        "success_train": evaluated[-1]["env/success_train"] if evaluated else None,
+        "success_heldout": evaluated[-1]["env/success_heldout"] if evaluated else None,
+        "optimal_success_train": optimal_success(simulation.tables, "train"),
+        "accounting": {**simulation.ledger.counts(), "stragglers": simulation.ledger.stragglers},
+        "wall_seconds": elapsed,
+        "updates_per_second": updates_run / elapsed if elapsed > 0 else None,
+        "env_steps_per_second": simulation.sampler.steps / elapsed if elapsed > 0 else None,
+    }
+
+
+def _lag_label(config: TrainConfig) -> str:
+    lag = config.lag
+    if hasattr(lag, "lag"):
+        return f"lag {lag.lag}"
+    if hasattr(lag, "distribution"):
+        return f"random lag ≤ {lag.max_lag} ({lag.distribution})"
+    return f"{lag.num_workers} workers" + (" (sync)" if lag.synchronous else "")
+
+
+def _config_dict(config: TrainConfig) -> dict:
+    def convert(value: object) -> object:
+        if is_dataclass(value):
+            return {"type": type(value).__name__, **{k: convert(v) for k, v in asdict(value).items()}}
+        return value
+
+    return {key: convert(getattr(config, key)) for key in config.__dataclass_fields__}
+
+
+def _progress_bar(total: int, initial: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, file=sys.stderr, unit="update", dynamic_ncols=True, leave=False)
