@@ -67,8 +67,8 @@ def _series(rows: Sequence[Mapping[str, float]], key: str, smooth: int) -> tuple
     points = [(row["update"], row[key]) for row in rows if key in row and not _missing(row[key])]
     if smooth > 1:
         values = [v for _, v in points]
-        averaged = [sum(values[max(0, i - smooth + 1) : i + 1]) / (i + 1 - max(0, i - smooth + 1)) for i in range(len(values))]
-        points = [(x, v) for (x, _), v in zip(points, averaged)]
+        windows = [values[max(0, i - smooth + 1) : i + 1] for i in range(len(values))]
+        points = [(x, sum(window) / len(window)) for (x, _), window in zip(points, windows)]
     return [x for x, _ in points], [v for _, v in points]
 
 

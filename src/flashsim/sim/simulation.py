@@ -104,7 +104,8 @@ class Simulation:
         metrics["data/crashed"] = self.ledger.crashed
         if evaluate is None:
             evaluate = k == 0 or (k + 1) % self.config.eval_every == 0
-        metrics.update(self.evaluate() if evaluate else {"env/success_train": math.nan, "env/success_heldout": math.nan})
+        skipped = {"env/success_train": math.nan, "env/success_heldout": math.nan}
+        metrics.update(self.evaluate() if evaluate else skipped)
         return {key: metrics[key] for key in METRIC_KEYS}
 
     def evaluate(self) -> dict[str, float]:

@@ -19,8 +19,16 @@ from pathlib import Path
 from flashsim.sim.config import TrainConfig
 from flashsim.sim.envs import optimal_success
 from flashsim.sim.output import (
-    CHECKPOINT, CONFIG, METRICS_CSV, SUMMARY, MetricsWriter, atomic_write_text, jsonable, load_checkpoint,
-    read_metrics, save_checkpoint,
+    CHECKPOINT,
+    CONFIG,
+    METRICS_CSV,
+    SUMMARY,
+    MetricsWriter,
+    atomic_write_text,
+    jsonable,
+    load_checkpoint,
+    read_metrics,
+    save_checkpoint,
 )
 from flashsim.sim.plotting import plot_curves
 from flashsim.sim.simulation import METRIC_KEYS, Simulation
