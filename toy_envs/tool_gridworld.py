@@ -9,7 +9,7 @@ import numpy as np
 
 from toy_envs._checks import check_array, check_int, check_real, split_prompts
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
-from toy_envs.tables import MDPTables
+from toy_envs.tables import ROW_SUM_TOLERANCE, MDPTables
 
 UP, RIGHT, DOWN, LEFT, TOOL = range(5)
 """Action ids: four moves, then the tool call."""
@@ -129,6 +129,8 @@ def _goal_layout(config: ToolGridworldConfig, rng: np.random.Generator) -> tuple
     P, K = candidates.shape
     if config.goal_probs is not None:
         probs = check_array("goal_probs", config.goal_probs, (P, K), probability=True)
+        if np.max(np.abs(probs.sum(axis=1) - 1.0)) > ROW_SUM_TOLERANCE:
+            raise ValueError(f"goal_probs rows must sum to 1 (one distribution per prompt), got {probs.sum(axis=1)}.")
     elif config.candidates is None:
         probs = rng.dirichlet(np.full(K, config.goal_concentration), size=P)
     else:

@@ -33,7 +33,8 @@ class TorchTables:
 
     Shape:
         observation_of_state ``[X]``; initial_distribution ``[P, X]``; next_state, reward, tool_call
-        ``[X, A]``; train_prompts ``[P_train]``; heldout_prompts ``[P_heldout]``.
+        ``[X, A]``; train_prompts ``[P_train]``; heldout_prompts ``[P_heldout]``;
+        observation_features ``[O, d]``.
     """
 
     horizon: int
@@ -47,6 +48,7 @@ class TorchTables:
     tool_call: torch.Tensor
     train_prompts: torch.Tensor
     heldout_prompts: torch.Tensor
+    observation_features: torch.Tensor
 
 
 def to_torch(tables: Any, *, device: torch.device | str | None = None) -> TorchTables:
@@ -78,6 +80,7 @@ def to_torch(tables: Any, *, device: torch.device | str | None = None) -> TorchT
         tool_call=tensor(tables.tool_call, torch.float64),
         train_prompts=tensor(tables.train_prompts, torch.int64),
         heldout_prompts=tensor(tables.heldout_prompts, torch.int64),
+        observation_features=tensor(tables.observation_features, torch.float64),
     )
 
 
@@ -95,7 +98,7 @@ def _select_prompts(tables: TorchTables, prompts: Any) -> torch.Tensor:
             raise ValueError(f"prompts must be None, one of {sorted(named)} or prompt ids, got {prompts!r}.")
         selected = named[prompts]
     else:
-        selected = torch.as_tensor(np.asarray(prompts), dtype=torch.int64, device=tables.reward.device).reshape(-1)
+        selected = torch.as_tensor(np.array(prompts), dtype=torch.int64, device=tables.reward.device).reshape(-1)
     if selected.numel() == 0:
         raise ValueError("prompts selects no prompt (e.g. an empty held-out split); pass other prompts.")
     if selected.min() < 0 or selected.max() >= tables.num_prompts:

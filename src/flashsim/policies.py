@@ -229,6 +229,13 @@ class MLPPolicy(Policy):
         return self._forward(self.features)
 
 
+def _features_of(tables: object) -> torch.Tensor:
+    features = tables.observation_features
+    if isinstance(features, torch.Tensor):
+        return features.detach().clone()
+    return torch.tensor(np.array(features))  # copy: MDPTables arrays are read-only
+
+
 POLICY_KINDS = ("tabular", "linear", "mlp")
 """Names accepted by :func:`make_policy`."""
 
@@ -241,7 +248,7 @@ def make_policy(
     generator: torch.Generator | None = None,
     hidden_sizes: Sequence[int] = (32,),
 ) -> Policy:
-    """A uniform-start policy of ``kind`` for a toy env's ``MDPTables``.
+    """A uniform-start policy of ``kind`` for a toy env's ``MDPTables`` (or ``flashsim.exact.TorchTables``).
 
     ``"tabular"`` ignores the features, ``"linear"`` and ``"mlp"`` use ``tables.observation_features``;
     ``"mlp"`` needs ``generator``.
@@ -256,10 +263,10 @@ def make_policy(
     if kind == "tabular":
         return TabularPolicy(torch.zeros(O, A, dtype=dtype))
     if kind == "linear":
-        return LinearPolicy(torch.tensor(np.array(tables.observation_features)), A, dtype=dtype)
+        return LinearPolicy(_features_of(tables), A, dtype=dtype)
     if kind == "mlp":
         if generator is None:
             raise ValueError('make_policy("mlp", ...) needs generator=torch.Generator().manual_seed(seed).')
-        features = torch.tensor(np.array(tables.observation_features))
+        features = _features_of(tables)
         return MLPPolicy(features, A, generator=generator, hidden_sizes=hidden_sizes, dtype=dtype)
     raise ValueError(f"Unknown policy kind {kind!r}; valid kinds are {list(POLICY_KINDS)}.")

@@ -1,0 +1,183 @@
+"""Specs of flashsim.exact: closed forms, finite differences, Monte Carlo agreement, evaluate()."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch.testing import assert_close
+
+import toy_envs
+from flashsim.exact import evaluate, exact_gradient, expected_return, prompt_returns, to_torch
+from flashsim.policies import POLICY_KINDS, TabularPolicy, make_policy
+from toy_envs.tool_gridworld import TOOL
+
+FINITE_DIFFERENCE_STEP = 1e-5  # central differences: truncation ~1e-10, float64 round-off ~1e-11
+MONTE_CARLO_EPISODES = 20_000
+MONTE_CARLO_STANDARD_ERRORS = 5.0  # seeded, so not flaky; 5 s.e. keeps a fair margin for a correct J
+
+
+def seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def random_policy(tables, kind: str, seed: int = 0, scale: float = 1.0):
+    policy = make_policy(kind, tables, generator=seeded(seed))
+    policy.set_flat(scale * torch.randn(policy.num_params, generator=seeded(seed + 1), dtype=torch.float64))
+    return policy
+
+
+def default_tables(env_id: str):
+    return gym.make(env_id).unwrapped.tables()
+
+
+def test_bandit_return_and_gradient_match_the_closed_form():
+    tables = toy_envs.PromptBandit().tables()
+    policy = random_policy(tables, "tabular")
+    train = torch.tensor(tables.train_prompts)
+    success = torch.tensor(tables.reward)[train]
+    probs = torch.softmax(policy.table.detach()[train], dim=-1)
+    # J = mean_p sum_a pi(a|p) s[p, a];  dJ/dtheta[p, a] = pi(a|p) (s[p, a] - sum_b pi(b|p) s[p, b]) / P_train
+    assert_close(expected_return(tables, policy), (probs * success).sum(-1).mean())
+    expected = torch.zeros_like(policy.table)
+    baseline = (probs * success).sum(-1, keepdim=True)
+    expected[train] = probs * (success - baseline) / train.numel()
+    assert_close(exact_gradient(tables, policy), expected.reshape(-1))
+
+
+def test_reasoning_chain_statistics_match_a_hand_derived_example():
+    tables = toy_envs.ReasoningChain(success_curve=[[0.2, 0.6, 0.9]], horizon=3, num_answers=1).tables()
+    think = 0.3
+    logits = torch.log(torch.tensor([think, 1 - think], dtype=torch.float64)).expand(3, 2)
+    metrics = evaluate(tables, TabularPolicy(logits.clone()))
+    q, a = think, 1 - think
+    assert_close(metrics["env/success"], torch.tensor(a * 0.2 + q * a * 0.6 + q * q * a * 0.9, dtype=torch.float64))
+    assert_close(metrics["env/expected_length"], torch.tensor(1 + q + q * q, dtype=torch.float64))
+    assert_close(metrics["env/truncation_probability"], torch.tensor(q**3, dtype=torch.float64))
+    assert_close(metrics["env/expected_tool_calls"], torch.tensor(0.0, dtype=torch.float64))
+
+
+def test_a_tool_spamming_policy_calls_the_tool_every_step_and_is_truncated():
+    tables = toy_envs.ToolGridworld().tables()
+    logits = torch.zeros(tables.num_observations, tables.num_actions, dtype=torch.float64)
+    logits[:, TOOL] = 100.0
+    metrics = evaluate(tables, TabularPolicy(logits))
+    for name, value in [
+        ("success", 0.0),
+        ("expected_length", 20.0),
+        ("expected_tool_calls", 20.0),
+        ("truncation_probability", 1.0),
+    ]:
+        assert_close(metrics[f"env/{name}"], torch.tensor(value, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("kind", POLICY_KINDS)
+@pytest.mark.parametrize("env_id", toy_envs.ENV_IDS)
+def test_exact_gradient_matches_central_finite_differences(env_id, kind):
+    tables = to_torch(default_tables(env_id))
+    policy = random_policy(tables, kind, scale=0.5)
+    gradient, theta = exact_gradient(tables, policy), policy.get_flat()
+
+    def objective(parameters: torch.Tensor) -> float:
+        policy.set_flat(parameters)
+        return expected_return(tables, policy).item()
+
+    generator = seeded(2)
+    directions = [torch.randn(theta.numel(), generator=generator, dtype=torch.float64) for _ in range(3)]
+    for index in torch.randperm(theta.numel(), generator=generator)[:8]:
+        directions.append(torch.nn.functional.one_hot(index, theta.numel()).double())
+    for direction in directions:
+        step = FINITE_DIFFERENCE_STEP * direction
+        difference = (objective(theta + step) - objective(theta - step)) / (2 * FINITE_DIFFERENCE_STEP)
+        assert abs(difference - gradient @ direction) < 1e-6
+    policy.set_flat(theta)
+
+
+def monte_carlo(env_id: str, policy, seed: int) -> dict[str, np.ndarray]:
+    """One episode in each of ``MONTE_CARLO_EPISODES`` vector sub-envs, acting with ``policy``."""
+    envs = gym.make_vec(env_id, num_envs=MONTE_CARLO_EPISODES)
+    observations, _ = envs.reset(seed=seed)
+    N, generator = MONTE_CARLO_EPISODES, seeded(seed)
+    running = np.ones(N, dtype=bool)
+    totals = {
+        name: np.zeros(N) for name in ("success", "expected_length", "expected_tool_calls", "truncation_probability")
+    }
+    while running.any():
+        actions, _ = policy.sample(torch.as_tensor(observations), generator)
+        observations, rewards, terminated, truncated, info = envs.step(actions.numpy())
+        totals["success"] += np.where(running, rewards, 0.0)
+        totals["expected_length"] += running
+        totals["expected_tool_calls"] += np.where(running, info["tool_call"], 0.0)
+        totals["truncation_probability"] += np.where(running, truncated, 0.0)
+        running &= ~(terminated | truncated)
+    return totals
+
+
+@pytest.mark.parametrize("env_id", toy_envs.ENV_IDS)
+def test_exact_statistics_agree_with_monte_carlo_within_five_standard_errors(env_id):
+    tables = default_tables(env_id)
+    policy = random_policy(tables, "linear", scale=1.0)
+    exact = evaluate(tables, policy)
+    for name, samples in monte_carlo(env_id, policy, seed=11).items():
+        standard_error = samples.std() / np.sqrt(samples.size) + 1e-6  # floor: constant samples
+        assert abs(samples.mean() - exact[f"env/{name}"].item()) <= MONTE_CARLO_STANDARD_ERRORS * standard_error, name
+
+
+def test_gradient_ascent_on_the_gridworld_learns_to_use_the_tool():
+    tables = to_torch(toy_envs.ToolGridworld().tables())
+    policy = make_policy("tabular", tables)
+    for _ in range(30):
+        policy.set_flat(policy.get_flat() + 100.0 * exact_gradient(tables, policy))
+    metrics = evaluate(tables, policy)
+    best_without_tool = toy_envs.ToolGridworld().tables().initial_distribution.max(axis=1).mean()
+    assert metrics["env/success"] > max(0.95, best_without_tool)  # 0.976 after 30 steps
+    assert 0.9 < metrics["env/expected_tool_calls"] < 1.5
+
+
+def test_prompt_selection_by_name_and_by_ids():
+    tables = toy_envs.PromptBandit().tables()
+    policy = random_policy(tables, "tabular")
+    everything = prompt_returns(tables, policy, "all")
+    assert_close(expected_return(tables, policy, "heldout"), everything[torch.tensor(tables.heldout_prompts)].mean())
+    assert_close(expected_return(tables, policy, [3, 4]), everything[[3, 4]].mean())
+    assert_close(evaluate(tables, policy, "all")["env/success_per_prompt"], everything.detach())
+
+
+def test_the_gridworld_exact_gradient_takes_well_under_a_second():
+    tables = to_torch(toy_envs.ToolGridworld().tables())
+    policy = make_policy("tabular", tables)
+    exact_gradient(tables, policy)
+    import time
+
+    start = time.perf_counter()
+    exact_gradient(tables, policy)
+    assert time.perf_counter() - start < 1.0  # ~10-20 ms on 2 CPU cores
+
+
+BAD_EXACT_ARGUMENTS = [
+    pytest.param(
+        lambda t: expected_return(t, TabularPolicy(torch.zeros(3, 2))),
+        ValueError,
+        "observations",
+        id="policy-size-mismatch",
+    ),
+    pytest.param(
+        lambda t: expected_return(t, make_policy("tabular", t), [999]), ValueError, "prompt ids", id="unknown-prompt"
+    ),
+    pytest.param(
+        lambda t: expected_return(t, make_policy("tabular", t), "test"), ValueError, "heldout", id="unknown-prompt-set"
+    ),
+    pytest.param(
+        lambda t: expected_return(t, make_policy("tabular", t), []), ValueError, "no prompt", id="empty-prompts"
+    ),
+    pytest.param(
+        lambda t: expected_return({"reward": 1}, make_policy("tabular", t)), TypeError, "MDPTables", id="not-tables"
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "match"), BAD_EXACT_ARGUMENTS)
+def test_bad_exact_arguments_raise_errors_that_say_how_to_fix_them(call, error, match):
+    with pytest.raises(error, match=match):
+        call(toy_envs.PromptBandit().tables())
