@@ -33,8 +33,8 @@ def batch_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
     >>> batch_centered(torch.tensor([1.0, 0.0, 0.0, 1.0]))
     tensor([ 0.5000, -0.5000, -0.5000,  0.5000])
     """
-    rewards = rewards.detach()
-    return rewards - rewards.mean()
+    shifted = rewards.detach() - rewards.detach().min()  # see _shift_to_group_minimum
+    return shifted - shifted.mean()
 
 
 def positive_only(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
@@ -61,6 +61,19 @@ def _group_sum(values: Tensor, index: Tensor, num_groups: int) -> Tensor:
     return torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, index, values)
 
 
+def _shift_to_group_minimum(rewards: Tensor, index: Tensor, num_groups: int) -> Tensor:
+    """``R_i − min_g R``: baselines are shift-invariant, and this makes equal rewards exactly 0.
+
+    In floating point the mean of G copies of 0.7 is not 0.7, so ``R − mean R`` of a constant group
+    is a few ulps instead of 0 — and GRPO then divides those ulps by a std of the same size, giving
+    float32 advantages of ±0.1 to a group with no contrast at all. After the shift a constant group
+    is exactly 0 and so are its advantages.
+    """
+    minimum = torch.zeros(num_groups, dtype=rewards.dtype, device=rewards.device)
+    minimum = minimum.scatter_reduce(0, index, rewards, reduce="amin", include_self=False)
+    return rewards - minimum[index]
+
+
 def group_normalized(
     rewards: Tensor, group_ids: Tensor | None = None, *, scale_by_std: bool = True, eps: float = GROUP_STD_EPS
 ) -> Tensor:
@@ -78,8 +91,8 @@ def group_normalized(
     index, counts = _group_index(group_ids, rewards.shape[0], rewards.device)
     k = counts.shape[0]
     sizes = counts.to(rewards.dtype)
-    mean = _group_sum(rewards, index, k) / sizes
-    centered = rewards - mean[index]
+    shifted = _shift_to_group_minimum(rewards, index, k)
+    centered = shifted - (_group_sum(shifted, index, k) / sizes)[index]
     if not scale_by_std:
         return centered
     square_sum = _group_sum(centered * centered, index, k)
@@ -111,9 +124,10 @@ def leave_one_out(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
         group_ids = torch.zeros(rewards.shape[0], dtype=torch.long, device=rewards.device)
     index, counts = _group_index(group_ids, rewards.shape[0], rewards.device)
     sizes = counts.to(rewards.dtype)[index]
-    totals = _group_sum(rewards, index, counts.shape[0])[index]
-    others_mean = (totals - rewards) / (sizes - 1).clamp(min=1)
-    return torch.where(sizes > 1, rewards - others_mean, torch.zeros_like(rewards))
+    shifted = _shift_to_group_minimum(rewards, index, counts.shape[0])
+    totals = _group_sum(shifted, index, counts.shape[0])[index]
+    others_mean = (totals - shifted) / (sizes - 1).clamp(min=1)
+    return torch.where(sizes > 1, shifted - others_mean, torch.zeros_like(rewards))
 
 
 AdvantageFn = Callable[[Tensor, "Tensor | None"], Tensor]
