@@ -33,7 +33,7 @@ _KEY_BOUND = 2**63
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
-    """SplitMix64 finaliser on a uint64 array (wrapping arithmetic)."""
+    """SplitMix64 finaliser on a uint64 array (array arithmetic wraps silently; keep ``z.ndim >= 1``)."""
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return z ^ (z >> np.uint64(31))
@@ -45,8 +45,7 @@ def episode_keys(base_keys: np.ndarray, episodes: np.ndarray) -> np.ndarray:
     Shape:
         base_keys: ``[N] uint64``; episodes: ``[N] int64``; returns ``[N] uint64``.
     """
-    with np.errstate(over="ignore"):
-        return _mix(base_keys ^ _mix((episodes.astype(np.uint64) + np.uint64(1)) * _EPISODE_SALT))
+    return _mix(base_keys ^ _mix((episodes.astype(np.uint64) + np.uint64(1)) * _EPISODE_SALT))
 
 
 def uniform(keys: np.ndarray, counters: np.ndarray, stream: int) -> np.ndarray:
@@ -56,8 +55,7 @@ def uniform(keys: np.ndarray, counters: np.ndarray, stream: int) -> np.ndarray:
         keys: ``[N] uint64``; counters: ``[N] int64``; returns ``[N] float64``.
     """
     position = counters.astype(np.uint64) * np.uint64(_NUM_STREAMS) + np.uint64(stream + 1)
-    with np.errstate(over="ignore"):
-        z = _mix(keys + position * _GOLDEN)
+    z = _mix(keys + position * _GOLDEN)
     return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
