@@ -45,15 +45,18 @@ def log_importance_ratio(
 def bernoulli_kl(p: Tensor, q: Tensor) -> Tensor:
     """KL between Bernoulli(p) and Bernoulli(q): ``p log(p/q) + (1−p) log((1−p)/(1−q))``.
 
-    Both are clamped to ``[1e-6, 1 − 1e-6]`` first (see :data:`KL_PROB_CLAMP`). It is ≥ 0 and zero iff
-    p = q (after clamping).
+    Both are clamped to ``[1e-6, 1 − 1e-6]`` first (see :data:`KL_PROB_CLAMP`). It is ≥ 0 (exactly,
+    also after rounding), zero when p = q (after clamping) and positive when they differ by more than rounding.
 
     >>> bernoulli_kl(torch.tensor([0.5, 0.9]), torch.tensor([0.5, 0.8])).round(decimals=4)
     tensor([0.0000, 0.0367])
     """
     p = p.clamp(KL_PROB_CLAMP, 1 - KL_PROB_CLAMP)
     q = q.clamp(KL_PROB_CLAMP, 1 - KL_PROB_CLAMP)
-    return p * (torch.log(p) - torch.log(q)) + (1 - p) * (torch.log1p(-p) - torch.log1p(-q))
+    kl = p * (torch.log(p) - torch.log(q)) + (1 - p) * (torch.log1p(-p) - torch.log1p(-q))
+    # For p ≈ q the two terms cancel and rounding can leave a few ulps below zero (bernoulli_kl(0.875,
+    # 0.8749999999999998) was −3.5e-18); a divergence is never negative, so clamp that noise away.
+    return kl.clamp(min=0.0)
 
 
 def sampled_action_kl(log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor) -> Tensor:
