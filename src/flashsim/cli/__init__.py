@@ -13,7 +13,7 @@ import sys
 
 from flashsim import __version__
 
-SUBCOMMANDS = ("demo",)
+SUBCOMMANDS = ("demo", "train")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from flashsim.losses import ADVANTAGES, get_loss
 from flashsim.sim.config import AlgorithmConfig
+from flashsim.sim.optim import SGD, Adam
 from flashsim.sim.rollouts import Batch
 
 #: Stats of the loss reported per update, as (metric key, stats key).
@@ -75,8 +76,9 @@ class Learner:
         self.loss_fn = get_loss(algorithm.loss)
         self.advantage_fn = ADVANTAGES[self.loss_fn.spec.advantage]
         self.options = dict(algorithm.loss_options)
-        optimizer = torch.optim.Adam if algorithm.optimizer == "adam" else torch.optim.SGD
-        self.optimizer = optimizer(policy.parameters(), lr=algorithm.learning_rate)
+        optimizer = Adam if algorithm.optimizer == "adam" else SGD
+        self.parameters = list(policy.parameters())
+        self.optimizer = optimizer(self.parameters, lr=algorithm.learning_rate)
         self.dtype = next(policy.parameters()).dtype
 
     def prepare(self, batch: Batch) -> PreparedBatch:
@@ -118,9 +120,7 @@ class Learner:
             log_probs, prepared.behavior_log_probs[rows], prepared.rewards[rows], mask,
             prepared.group_ids[rows], advantages=prepared.advantages[rows], validate=False, **self.options,
         )
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.optimizer.step(torch.autograd.grad(loss, self.parameters))
         with torch.no_grad():
             detached = table.detach()
             entropy = -(detached.exp() * detached).sum(dim=-1)[observations]

@@ -29,6 +29,8 @@ import torch
 METRICS_CSV, METRICS_JSONL, CHECKPOINT, SUMMARY, CONFIG = (
     "metrics.csv", "metrics.jsonl", "checkpoint.pt", "summary.json", "config.json",
 )
+#: Permissions of files written atomically (rw-r--r--, like a plain ``open(..., "w")`` under umask 022).
+_FILE_MODE = 0o644
 
 
 def atomic_write(path: Path | str, write: Callable[[io.BufferedWriter], None]) -> None:
@@ -36,6 +38,7 @@ def atomic_write(path: Path | str, write: Callable[[io.BufferedWriter], None]) -
     path = Path(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(temporary, _FILE_MODE)  # mkstemp creates 0600; results are meant to be shared
         with os.fdopen(handle, "wb") as file:
             write(file)
             file.flush()

@@ -1,0 +1,90 @@
+"""Configs of the simulator: the ``--lag`` syntax, validation messages, presets and help text."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from flashsim.losses import LOSSES
+from flashsim.sim.config import (
+    ALGORITHMS, AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TimingModel, TrainConfig, field_help, parse_lag,
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("0", FixedLag(0)),
+        ("8", FixedLag(8)),
+        ("random:4", RandomLag(max_lag=4)),
+        ("random:6:geometric", RandomLag(max_lag=6, distribution="geometric")),
+        ("random:6:poisson:1.5", RandomLag(max_lag=6, distribution="poisson", mean=1.5)),
+        ("workers:16", AsyncWorkers(num_workers=16)),
+        ("workers:16:sync", AsyncWorkers(num_workers=16, synchronous=True)),
+    ],
+    ids=["zero", "fixed", "random", "geometric", "poisson", "workers", "sync-workers"],
+)
+def test_parse_lag_reads_every_documented_form(spec, expected):
+    assert parse_lag(spec) == expected
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["-1", "abc", "random", "random:x", "random:4:cauchy", "workers", "workers:0", "workers:4:async", "fixed:2"],
+    ids=["negative", "word", "random-without-max", "random-bad-max", "unknown-distribution", "workers-without-n",
+         "zero-workers", "bad-workers-mode", "unknown-kind"],
+)
+def test_parse_lag_rejects_malformed_specs_with_the_syntax(spec):
+    with pytest.raises(ValueError, match="lag"):
+        parse_lag(spec)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: AlgorithmConfig(batch_size=10, group_size=4), "multiple of group_size"),
+        (lambda: AlgorithmConfig(batch_size=16, group_size=4, minibatches=8), "whole groups"),
+        (lambda: AlgorithmConfig(learning_rate=0.0), "learning_rate"),
+        (lambda: AlgorithmConfig(optimizer="lion"), "optimizer"),
+        (lambda: TimingModel(step_time=-1.0), "step_time"),
+        (lambda: TimingModel(straggler_factor=0.5), "straggler_factor"),
+        (lambda: AsyncWorkers(crash_prob=1.5), "crash_prob"),
+        (lambda: TrainConfig(updates=0), "updates"),
+        (lambda: TrainConfig(policy="transformer"), "policy"),
+        (lambda: TrainConfig(lag=AsyncWorkers(max_queued=4)), "max_queued"),
+    ],
+    ids=["batch-not-groups", "minibatch-splits-group", "zero-lr", "unknown-optimizer", "negative-time",
+         "straggler-speedup", "crash-prob-above-one", "no-updates", "unknown-policy", "queue-below-batch"],
+)
+def test_invalid_configs_raise_naming_the_field(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_integer_fields_reject_floats_and_bools_with_type_error():
+    with pytest.raises(TypeError, match="batch_size"):
+        AlgorithmConfig(batch_size=12.0)
+    with pytest.raises(TypeError, match="lag"):
+        FixedLag(True)
+
+
+def test_every_algorithm_preset_names_a_registered_loss():
+    assert {"flash_reinforce", "grpo", "token_gate", "no_gate", "token_mean", "positive_only", "minibatches",
+            "ppo_clip", "tis"} <= set(ALGORITHMS)
+    for preset in ALGORITHMS.values():
+        assert preset.loss in LOSSES
+    assert ALGORITHMS["grpo"].group_size > 1 and ALGORITHMS["minibatches"].minibatches > 1
+
+
+def test_field_docstrings_are_the_help_text_of_every_field():
+    for cls in (TrainConfig, AlgorithmConfig, TimingModel, AsyncWorkers, RandomLag, FixedLag):
+        help_text = field_help(cls)
+        assert set(help_text) == set(cls.__dataclass_fields__), cls.__name__
+        assert all(text.endswith((".", ")")) for text in help_text.values()), cls.__name__
+
+
+def test_configs_pickle_and_compare_equal_after_a_round_trip():
+    config = TrainConfig(algorithm=AlgorithmConfig(loss_options={"delta": 0.01}), lag=RandomLag(3))
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert config.with_updates(7).updates == 7 and config.with_updates(7).lag == config.lag
