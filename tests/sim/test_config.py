@@ -8,7 +8,15 @@ import pytest
 
 from flashsim.losses import LOSSES
 from flashsim.sim.config import (
-    ALGORITHMS, AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TimingModel, TrainConfig, field_help, parse_lag,
+    ALGORITHMS,
+    AlgorithmConfig,
+    AsyncWorkers,
+    FixedLag,
+    RandomLag,
+    TimingModel,
+    TrainConfig,
+    field_help,
+    parse_lag,
 )
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from flashsim.policies import make_policy
 from flashsim.sim import AlgorithmConfig, AsyncWorkers, Simulation, TimingModel, TrainConfig
 from flashsim.sim.engine import AsyncEngine
 from flashsim.sim.envs import build_tables
 from flashsim.sim.ledger import CONSUMED, CRASHED, REJECTED
 from flashsim.sim.rollouts import TableSampler
 from flashsim.sim.snapshots import Snapshot
-from flashsim.policies import make_policy
 
 
 def lags(env, workers, updates=50, warm_up=20, timing=None, batch_size=32, **worker_options):
@@ -26,8 +26,8 @@ def lags(env, workers, updates=50, warm_up=20, timing=None, batch_size=32, **wor
     return np.mean([r["lag/mean"] for r in later]), np.mean([r["lag/max"] for r in later]), rows
 
 
-def make_engine(config, batch_size=8, group_size=1, timing=TimingModel(), env="bandit_tiny", seed=0):
-    tables = build_tables(env)
+def make_engine(config, batch_size=8, group_size=1, timing=None, env="bandit_tiny", seed=0):
+    tables, timing = build_tables(env), timing or TimingModel()
     engine = AsyncEngine(
         config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), TableSampler(tables, timing), timing,
         tables.train_prompts, np.random.default_rng(seed),

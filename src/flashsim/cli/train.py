@@ -17,7 +17,13 @@ from pathlib import Path
 import torch
 
 from flashsim.sim.config import (
-    ALGORITHMS, AlgorithmConfig, AsyncWorkers, TimingModel, TrainConfig, field_help, parse_lag,
+    ALGORITHMS,
+    AlgorithmConfig,
+    AsyncWorkers,
+    TimingModel,
+    TrainConfig,
+    field_help,
+    parse_lag,
 )
 from flashsim.sim.envs import ENVS
 from flashsim.sim.output import CHECKPOINT, jsonable, load_checkpoint
