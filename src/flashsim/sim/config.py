@@ -229,7 +229,7 @@ class TrainConfig:
     seed: int = 0
     """Seed of the run's single random generator (same seed, same results)."""
     eval_every: int = 10
-    """Exact train/held-out success every this many updates (and at the last one)."""
+    """Exact train/held-out success every this many updates (and at update 0); NaN in the rows between."""
     logprob_noise: float = 0.0
     """Std of Gaussian noise added to stored behaviour log-probs (the inference-engine mismatch)."""
     checkpoint_every: int = 100

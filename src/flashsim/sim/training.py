@@ -10,7 +10,6 @@ produces exactly the files an uninterrupted run would have produced.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass, is_dataclass
@@ -69,8 +68,7 @@ def train(
     bar = _progress_bar(config.updates, first_update) if progress else None
     try:
         while simulation.update < config.updates:
-            k = simulation.update
-            row = simulation.step(evaluate=k == 0 or (k + 1) % config.eval_every == 0 or k + 1 == config.updates)
+            row = simulation.step()
             rows.append(row)
             if writer is not None:
                 writer.write(row)
@@ -123,7 +121,7 @@ def _checkpoint(simulation: Simulation, writer: MetricsWriter, out: Path) -> Non
 def _summary(simulation: Simulation, rows: list[dict], updates_run: int, elapsed: float) -> dict[str, object]:
     """Final metrics, the last exact evaluation, accounting, and throughput of this invocation."""
     config, last = simulation.config, rows[-1] if rows else {}
-    evaluated = [row for row in rows if not math.isnan(row["env/success_train"])]
+    final_success = simulation.evaluate()  # of the final policy (rows evaluate on their own schedule)
     return {
         "env": config.env,
         "algorithm": config.algorithm.loss,
@@ -132,8 +130,8 @@ def _summary(simulation: Simulation, rows: list[dict], updates_run: int, elapsed
         "updates": simulation.update,
         "rollouts": simulation.ledger.completed,
         "final": {key: last.get(key) for key in METRIC_KEYS},
-        "success_train": evaluated[-1]["env/success_train"] if evaluated else None,
-        "success_heldout": evaluated[-1]["env/success_heldout"] if evaluated else None,
+        "success_train": final_success["env/success_train"],
+        "success_heldout": final_success["env/success_heldout"],
         "optimal_success_train": optimal_success(simulation.tables, "train"),
         "accounting": {**simulation.ledger.counts(), "stragglers": simulation.ledger.stragglers},
         "wall_seconds": elapsed,
