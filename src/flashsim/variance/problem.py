@@ -1,0 +1,30 @@
+"""``Problem``: everything a gradient method needs besides the batches themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from flashsim.exact import TorchTables
+from flashsim.policies import Policy
+
+#: Per-batch scalar stats of the loss that the measurement keeps (means over batches are reported).
+KEPT_STATS = ("acceptance_rate", "token_acceptance_rate", "ess", "ess_fraction", "clip_fraction")
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """One estimator at one parameter point: the learner, the behaviour policy, the loss and its options.
+
+    Shape:
+        behavior_log_table: ``[O, A]`` float64 log μ(a | o); group_ids: ``[B]`` int64 (grouped batches) or None.
+    """
+
+    tables: TorchTables
+    policy: Policy
+    behavior_log_table: Tensor
+    loss_fn: Callable
+    group_ids: Tensor | None
+    options: dict

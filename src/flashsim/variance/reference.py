@@ -1,0 +1,56 @@
+"""The reference path: one batch at a time, the registry loss unchanged, autograd through the policy.
+
+This is what a trainer does for one update: simulate the batch, recompute ``log π_θ(a_it | o_it)``
+with the policy's own ``log_prob`` (carrying the graph), call the loss exactly as the simulator would
+(advantages computed inside the loss, input validation on), and take ``−∇_θ L`` with
+``torch.autograd.grad``. It shares only the sampler and its uniforms with
+:mod:`flashsim.variance.gradients`; the tests demand both agree.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from flashsim.variance.problem import KEPT_STATS, Problem
+from flashsim.variance.sampling import Rollouts, Uniforms, batch_uniforms, simulate
+
+
+def reference_update_direction(problem: Problem, rollouts: Rollouts) -> tuple[Tensor, dict[str, Tensor]]:
+    """ĝ = −∇_θ L of a single batch (``rollouts`` with a leading dimension of 1).
+
+    Shape:
+        returns ``([num_params] float64, {name: 0-dim})``.
+    """
+    observations, actions = rollouts.observations[0], rollouts.actions[0]
+    parameters = list(problem.policy.parameters())
+    with torch.enable_grad():
+        log_probs = problem.policy.log_prob(observations.reshape(-1), actions.reshape(-1)).view(observations.shape)
+        loss, stats = problem.loss_fn(
+            log_probs.to(torch.float64), rollouts.behavior_log_probs[0], rollouts.rewards[0],
+            rollouts.action_mask[0], problem.group_ids, **problem.options,
+        )
+        grads = torch.autograd.grad(loss, parameters, allow_unused=True)
+    flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(parameters, grads)])
+    kept = {name: stats[name] for name in KEPT_STATS}
+    kept["mean_length"] = rollouts.lengths.to(torch.float64).mean()
+    return -flat.to(torch.float64), kept
+
+
+def reference_update_directions(
+    problem: Problem, prompts: Tensor, uniforms: Uniforms
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Simulate and differentiate each batch of the chunk in a plain Python loop.
+
+    Shape:
+        prompts ``[c, B]``; returns ``([c, num_params] float64, {name: [c]})``.
+    """
+    budget = prompts.shape[1]
+    results = []
+    for index in range(prompts.shape[0]):
+        own = batch_uniforms(uniforms, index, budget)
+        rollouts = simulate(problem.tables, problem.behavior_log_table, prompts[index : index + 1], own)
+        results.append(reference_update_direction(problem, rollouts))
+    directions = torch.stack([direction for direction, _ in results])
+    stats = {name: torch.stack([batch_stats[name] for _, batch_stats in results]) for name in results[0][1]}
+    return directions, stats
