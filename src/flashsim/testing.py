@@ -38,7 +38,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from flashsim.losses import AGGREGATIONS, LOSSES, flash_reinforce_loss, get_loss, grpo_loss
+from flashsim.losses import (
+    ADVANTAGES,
+    AGGREGATIONS,
+    LOSSES,
+    batch_centered,
+    flash_reinforce_loss,
+    get_loss,
+    group_normalized,
+    grpo_loss,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from hypothesis.strategies import SearchStrategy
@@ -295,6 +304,67 @@ def evaluate_loss(
     return loss.detach(), gradient, stats
 
 
+def global_advantages(name: str, batch: LossBatch, *, scale_by_std: bool = True) -> Tensor:
+    """The advantages that loss ``name`` computes from the whole batch's rewards (``[B]``).
+
+    This is what a distributed caller computes once, before splitting the batch, and passes to every
+    shard with ``advantages=``. ``scale_by_std`` is ``grpo_loss``'s option.
+    """
+    if name == "flash_reinforce_loss":
+        return batch_centered(batch.rewards)
+    if name == "grpo_loss":
+        return group_normalized(batch.rewards, batch.group_ids, scale_by_std=scale_by_std)
+    return ADVANTAGES[get_loss(name).spec.advantage](batch.rewards, batch.group_ids)
+
+
+def evaluate_sharded_loss(
+    name: str, batch: LossBatch, shards: Sequence[Tensor], **options
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """Run loss ``name`` shard by shard under the distributed contract and add the shards up.
+
+    Each shard (a tensor of row indices; together a partition of the batch) gets the global
+    advantages (:func:`global_advantages`) and the global denominators ``num_sequences`` = B,
+    ``num_tokens`` = Σ T_i and ``max_tokens`` = T, as a data-parallel rank or a microbatch would.
+
+    Returns:
+        ``(Σ shard losses, gradient [B, T] assembled from the shards, per-trajectory stats [B])`` —
+        to compare with :func:`evaluate_loss` on the whole batch. The per-trajectory stats are
+        ``advantages``, ``sequence_kl`` and ``admitted``.
+
+    >>> batch = random_loss_batch(torch.Generator().manual_seed(0), batch_size=4, width=3)
+    >>> full, _, _ = evaluate_loss("flash_reinforce_loss", batch)
+    >>> shards = [torch.tensor([0, 3]), torch.tensor([1, 2])]
+    >>> sharded, _, _ = evaluate_sharded_loss("flash_reinforce_loss", batch, shards)
+    >>> torch.allclose(full, sharded, rtol=1e-12, atol=0)
+    True
+    """
+    advantages = global_advantages(name, batch, **{k: v for k, v in options.items() if k == "scale_by_std"})
+    counts = {"num_sequences": batch.batch_size, "num_tokens": batch.num_tokens, "max_tokens": batch.width}
+    total = torch.zeros((), dtype=torch.promote_types(batch.log_probs.dtype, torch.float32))
+    gradient = torch.zeros_like(batch.log_probs)
+    per_trajectory = {key: [] for key in ("advantages", "sequence_kl", "admitted")}
+    covered = torch.zeros(batch.batch_size, dtype=torch.long)
+    for rows in shards:
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        covered.index_add_(0, rows, torch.ones_like(rows))
+        loss, shard_gradient, stats = evaluate_loss(
+            name, batch.select(rows), advantages=advantages[rows], **counts, **options
+        )
+        total, gradient[rows] = total + loss, shard_gradient
+        for key, values in per_trajectory.items():
+            values.append((rows, stats[key]))
+    if not bool((covered == 1).all()):
+        raise ValueError(f"shards must partition the rows 0..{batch.batch_size - 1}; row counts {covered.tolist()}")
+    return total, gradient, {key: _scatter_rows(values, batch.batch_size) for key, values in per_trajectory.items()}
+
+
+def _scatter_rows(pieces: list[tuple[Tensor, Tensor]], batch_size: int) -> Tensor:
+    out = torch.empty(batch_size, dtype=pieces[0][1].dtype)
+    for rows, values in pieces:
+        out[rows] = values
+    return out
+
+
 def aggregations() -> SearchStrategy[str]:
     """One of the aggregation modes of :func:`flashsim.losses.aggregate`."""
     from hypothesis import strategies as st
@@ -364,5 +434,5 @@ def random_loss_batch(
 
 __all__ = [
     "FLOAT_DTYPES", "LAYOUTS", "LOSS_FUNCTIONS", "LossBatch", "PADDING_JUNK", "aggregations", "evaluate_loss",
-    "loss_batches", "loss_names", "random_loss_batch", "shard_sizes",
+    "evaluate_sharded_loss", "global_advantages", "loss_batches", "loss_names", "random_loss_batch", "shard_sizes",
 ]
