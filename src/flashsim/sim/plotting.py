@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PANELS = (
-    ("env/success_train", "exact success (train — solid, held-out — dashed)"),
+    ("env/success_train", "exact success (train; held-out dashed)"),
     ("env/reward", "batch reward"),
     ("trust/acceptance_rate", "gate acceptance rate"),
     ("trust/sequence_kl", "mean sequence KL"),
@@ -23,7 +23,8 @@ PANELS = (
 
 
 def plot_curves(
-    runs: Mapping[str, Sequence[Mapping[str, float]]], path: Path | str, *, title: str = "", smooth: int = 1
+    runs: Mapping[str, Sequence[Mapping[str, float]]], path: Path | str, *, title: str = "", smooth: int = 1,
+    heldout: bool = True,
 ) -> Path:
     """Save a 2 × 3 panel figure of ``runs`` to ``path`` (PNG) and return the path.
 
@@ -32,6 +33,8 @@ def plot_curves(
         path: where to write the PNG (written atomically).
         title: figure title.
         smooth: moving-average window for the noisy per-batch panels (1: none).
+        heldout: also draw held-out success (dashed); pointless for tabular policies, which never change
+            their logits on prompts they do not train on.
     """
     import matplotlib
 
@@ -46,7 +49,7 @@ def plot_curves(
         for axis, (key, name) in zip(axes.flat, PANELS):
             x, y = _series(rows, key, 1 if key.startswith("env/success") else smooth)
             axis.plot(x, y, color=color, label=label, linewidth=1.3)
-            if key == "env/success_train":
+            if key == "env/success_train" and heldout:
                 x, y = _series(rows, "env/success_heldout", 1)
                 if y:
                     axis.plot(x, y, color=color, linestyle="--", linewidth=1.0)

@@ -88,7 +88,8 @@ def train(
         atomic_write_text(out / SUMMARY, json.dumps(jsonable(summary), indent=2, allow_nan=False) + "\n")
         if plot:
             title = f"{config.env} · {config.algorithm.loss} · {_lag_label(config)} · seed {config.seed}"
-            plot_curves({config.algorithm.loss: rows}, out / CURVES, title=title, smooth=10)
+            plot_curves({config.algorithm.loss: rows}, out / CURVES, title=title, smooth=10,
+                        heldout=config.policy != "tabular")
     return TrainResult(rows, summary, out)
 
 
