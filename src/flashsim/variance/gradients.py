@@ -7,10 +7,11 @@ o_it)`` (behaviour log-probs, rewards and advantages are constants of the update
 
 Three vectorised steps, over a chunk of c batches:
 
-1. ``∂L/∂ℓ`` for every batch by ``torch.func.vmap(torch.func.grad(loss))`` over the batch dimension —
-   the registry loss itself, unchanged, each batch its own loss (its own baseline, denominators and
-   gates). Advantages are computed per batch by the registry's own estimator and passed with
-   ``advantages=`` (the estimators use in-place group sums that ``vmap`` cannot batch).
+1. ``∂L/∂ℓ`` for every batch: ``torch.vmap`` runs the registry loss, unchanged, on each batch as its
+   own loss (its own baseline, denominators and gates), and one ``autograd.grad`` of the sum of the M
+   losses with respect to the ``[M, B, T]`` log-probs gives every batch's coefficients at once (the
+   batches share no terms). Advantages are computed per batch by the registry's own estimator and
+   passed with ``advantages=`` (see :func:`batch_advantages`).
 2. Scatter-add the coefficients into the score of the logit table: ``S[m, o, a] = Σ_{it: o_it=o,
    a_it=a} ∂L_m/∂ℓ_it`` and ``∂L_m/∂logits[o] = S[m, o] − (Σ_a S[m, o, a]) π(· | o)``.
 3. Pull ``[c, O, A]`` back to the parameters with one batched vector–Jacobian product of
@@ -29,7 +30,6 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
-from torch.func import grad, vmap
 
 from flashsim.losses import ADVANTAGES
 from flashsim.policies import Policy
@@ -46,14 +46,20 @@ def log_prob_table(policy: Policy) -> Tensor:
 def batch_advantages(loss_fn: Callable, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
     """Each batch's advantages by the registry's estimator for ``loss_fn``. Shape: ``[c, B] -> [c, B]``.
 
-    Batched with ``vmap`` where the estimator allows it; the group estimators sum groups in place
-    (``index_add_``), which ``vmap`` cannot batch, so they run once per batch.
+    Batched with ``vmap`` where the estimator allows it. The group estimators (group-normalised,
+    group-centred, leave-one-out) sum groups in place, which ``vmap`` cannot batch; they only combine
+    rewards within a group, so one call over all batches with group ids made distinct per batch gives
+    each batch's own advantages (``tests/variance`` checks this against the per-batch loss for every
+    registered loss).
     """
     estimator = ADVANTAGES[loss_fn.spec.advantage]
     try:
-        return vmap(estimator, in_dims=(0, None))(rewards, group_ids)
+        return torch.vmap(estimator, in_dims=(0, None))(rewards, group_ids)
     except RuntimeError:
-        return torch.stack([estimator(row, group_ids) for row in rewards])
+        chunk, budget = rewards.shape
+        local = torch.zeros(budget, dtype=torch.int64) if group_ids is None else group_ids
+        ids = local + torch.arange(chunk)[:, None] * (int(local.max()) + 1)
+        return estimator(rewards.reshape(-1), ids.reshape(-1)).view(chunk, budget)
 
 
 def log_prob_coefficients(
@@ -70,9 +76,13 @@ def log_prob_coefficients(
         loss, stats = loss_fn(lp, behavior, rewards, mask, group_ids, advantages=adv, validate=False, **options)
         return loss, {name: stats[name] for name in KEPT_STATS}
 
-    coefficients, stats = vmap(grad(one_batch, has_aux=True))(
-        log_probs, rollouts.behavior_log_probs, rollouts.rewards, rollouts.action_mask, advantages
-    )
+    leaf = log_probs.detach().requires_grad_(True)
+    with torch.enable_grad():
+        losses, stats = torch.vmap(one_batch)(
+            leaf, rollouts.behavior_log_probs, rollouts.rewards, rollouts.action_mask, advantages
+        )
+        # The batches are independent, so the gradient of the sum holds every batch's own ∂L_m/∂ℓ.
+        (coefficients,) = torch.autograd.grad(losses.sum(), leaf)
     return coefficients, stats
 
 
@@ -119,7 +129,9 @@ def fast_update_directions(problem: Problem, prompts: Tensor, uniforms: Uniforms
     rollouts = simulate(problem.tables, problem.behavior_log_table, prompts, uniforms)
     log_table = log_prob_table(problem.policy)
     log_probs = log_table.take(rollouts.observations * log_table.shape[1] + rollouts.actions)
-    coefficients, stats = log_prob_coefficients(problem.loss_fn, log_probs, rollouts, problem.group_ids, problem.options)
+    coefficients, stats = log_prob_coefficients(
+        problem.loss_fn, log_probs, rollouts, problem.group_ids, problem.options
+    )
     logit_grads = logit_gradients(coefficients, rollouts, log_table.exp())
     stats["mean_length"] = rollouts.lengths.to(torch.float64).mean(dim=1)
     return -parameter_gradients(problem.policy, logit_grads), stats

@@ -159,6 +159,7 @@ def measure_gradient(
         raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
     options = _loss_options(delta, tables.horizon, loss_options)
 
+    policy = policy.snapshot().requires_grad_(True)  # a private copy: the caller's policy is never touched
     torch_tables = to_torch(tables)
     generator = torch.Generator().manual_seed(seed)
     design = draw_design(

@@ -111,7 +111,9 @@ Uniforms = tuple[Tensor, Tensor, Tensor]
 """Start-state ``[N]``, action ``[H, N]`` and reward-coin ``[H, N]`` uniforms of N trajectories."""
 
 
-def iterate_chunks(design: BatchDesign, horizon: int, generator: torch.Generator) -> Iterator[tuple[int, Tensor, Uniforms]]:
+def iterate_chunks(
+    design: BatchDesign, horizon: int, generator: torch.Generator
+) -> Iterator[tuple[int, Tensor, Uniforms]]:
     """Yield ``(start, prompts [c, B], uniforms)`` for the chunks of batches ``start .. start + c − 1``.
 
     The uniforms of trajectory b of batch m sit in column ``(m − start)·B + b``, so simulating one batch

@@ -127,7 +127,8 @@ def gradient_statistics(
     summaries = cluster_summaries(directions, true_gradient, replicates)
     draws = directions.shape[0] // replicates
     ones = torch.ones(1, draws, dtype=torch.float64)
-    point = {name: float(value[0]) for name, value in weighted_estimates(summaries, true_gradient, replicates, ones).items()}
+    estimates = weighted_estimates(summaries, true_gradient, replicates, ones)
+    point = {name: float(value[0]) for name, value in estimates.items()}
     intervals: dict[str, tuple[float, float]] = {}
     if resamples > 0:
         weights = bootstrap_weights(draws, resamples, generator)
