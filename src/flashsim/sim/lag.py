@@ -124,9 +124,7 @@ class LaggedSource:
         trajectories = TrajectoryArrays.empty(self.batch_size, self.sampler.horizon)
         for index, part in zip(rows, parts):
             trajectories.put(index, part)
-        ids = self.ledger.start(self.batch_size)
-        self.ledger.complete(ids)
-        self.ledger.take(ids)
+        ids = self.ledger.start(self.batch_size, taken=True)
         self._advance_clock(trajectories.durations)
         return Batch(ids, versions, group_ids, trajectories)
 

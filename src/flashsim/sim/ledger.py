@@ -47,15 +47,17 @@ class Ledger:
         self.crashed = 0
         self.stragglers = 0
 
-    def start(self, count: int = 1) -> np.ndarray:
-        """Allocate ``count`` new ids, all IN_FLIGHT."""
+    def start(self, count: int = 1, *, taken: bool = False) -> np.ndarray:
+        """Allocate ``count`` new ids, all IN_FLIGHT — or, with ``taken``, already completed and TAKEN
+        (trajectories generated and handed to the learner at once, as by the lag-injection source)."""
         ids = np.arange(self.started, self.started + count, dtype=np.int64)
         if self.started + count > self._status.shape[0]:
             grown = np.zeros(max(2 * self._status.shape[0], self.started + count), dtype=np.int8)
             grown[: self.started] = self._status[: self.started]
             self._status = grown
-        self._status[ids] = IN_FLIGHT
+        self._status[ids] = TAKEN if taken else IN_FLIGHT
         self.started += count
+        self.completed += count if taken else 0
         return ids
 
     def start_one(self) -> int:
