@@ -1,0 +1,85 @@
+"""The batch sampler: designs as in training, and rollouts distributed as the exact tables say."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import random_tabular
+
+from flashsim.exact import evaluate, to_torch
+from flashsim.variance.gradients import log_prob_table
+from flashsim.variance.sampling import batch_uniforms, draw_design, draw_uniforms, simulate
+
+
+def test_grouped_design_repeats_each_prompt_g_times_and_replicates_share_prompts(gridworld):
+    tables = to_torch(gridworld)
+    design = draw_design(
+        tables, num_batches=6, budget=8, group_size=4, replicates=3, generator=torch.Generator().manual_seed(0)
+    )
+    assert design.prompts.shape == (6, 8) and design.prompts_per_batch == 2
+    assert torch.equal(design.group_ids, torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]))
+    assert torch.equal(design.prompts[:, :4], design.prompts[:, :1].expand(6, 4))
+    assert torch.equal(design.prompts[0], design.prompts[2]) and torch.equal(design.prompts[3], design.prompts[5])
+    assert set(design.prompts.unique().tolist()) <= set(gridworld.train_prompts.tolist())
+
+
+def test_prompts_are_uniform_with_replacement_over_the_train_prompts(bandit):
+    tables = to_torch(bandit)
+    design = draw_design(
+        tables, num_batches=2000, budget=4, group_size=1, replicates=2, generator=torch.Generator().manual_seed(1)
+    )
+    counts = torch.bincount(design.prompts[::2].reshape(-1), minlength=3).to(torch.float64)
+    assert counts.sum() == 4000
+    assert torch.allclose(counts / 4000, torch.full((3,), 1 / 3, dtype=torch.float64), atol=0.03)
+    repeats = [len(set(row.tolist())) < 4 for row in design.prompts[::2]]
+    assert any(repeats)  # with replacement: a batch of 4 over 3 prompts always repeats one
+
+
+def test_rollouts_match_the_exact_success_length_and_truncation_of_each_prompt(gridworld):
+    policy = random_tabular(gridworld, seed=0, scale=0.5)
+    tables = to_torch(gridworld)
+    prompts = torch.tensor(np.array(gridworld.train_prompts)).repeat_interleave(4000)[None, :]
+    uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(2))
+    rollouts = simulate(tables, log_prob_table(policy), prompts, uniforms)
+    exact = evaluate(gridworld, policy)
+    rewards = rollouts.rewards.view(-1, 4000).mean(dim=1)
+    lengths = rollouts.lengths.to(torch.float64).view(-1, 4000).mean(dim=1)
+    truncated = ((rollouts.lengths == gridworld.horizon).view(-1, 4000)).to(torch.float64).mean(dim=1)
+    torch.testing.assert_close(rewards, exact["env/success_per_prompt"], atol=0.03, rtol=0)
+    torch.testing.assert_close(lengths, exact["env/expected_length_per_prompt"], atol=0.3, rtol=0)
+    # Reaching the goal on the very last step also has length H, so truncation is at most that fraction.
+    assert bool((exact["env/truncation_probability_per_prompt"] <= truncated + 0.03).all())
+
+
+def test_rollouts_store_behaviour_log_probs_and_mask_padding(gridworld):
+    policy = random_tabular(gridworld, seed=1)
+    tables = to_torch(gridworld)
+    prompts = torch.tensor(np.array(gridworld.train_prompts))[None, :].repeat(3, 1)
+    uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(3))
+    rollouts = simulate(tables, log_prob_table(policy), prompts, uniforms)
+    mask = rollouts.action_mask
+    assert torch.equal(mask.sum(dim=-1), rollouts.lengths) and rollouts.lengths.min() >= 1
+    expected = log_prob_table(policy)[rollouts.observations, rollouts.actions]
+    torch.testing.assert_close(rollouts.behavior_log_probs[mask], expected[mask])
+    assert bool((rollouts.behavior_log_probs[~mask] == 0).all())
+
+
+def test_a_batch_simulated_alone_equals_its_rows_of_the_chunk(gridworld):
+    policy = random_tabular(gridworld, seed=2)
+    tables = to_torch(gridworld)
+    prompts = torch.tensor(np.array(gridworld.train_prompts))[None, :].repeat(4, 1)
+    uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(4))
+    chunk = simulate(tables, log_prob_table(policy), prompts, uniforms)
+    alone = simulate(tables, log_prob_table(policy), prompts[2:3], batch_uniforms(uniforms, 2, prompts.shape[1]))
+    width = alone.observations.shape[-1]
+    assert torch.equal(alone.rewards[0], chunk.rewards[2]) and torch.equal(alone.lengths[0], chunk.lengths[2])
+    assert torch.equal(alone.actions[0], chunk.actions[2, :, :width])
+    assert not chunk.action_mask[2, :, width:].any()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bernoulli_rewards_are_sampled_not_their_means(bandit, seed):
+    policy = random_tabular(bandit, seed=seed)
+    prompts = torch.zeros(1, 500, dtype=torch.int64)
+    uniforms = draw_uniforms(500, 1, torch.Generator().manual_seed(seed))
+    rollouts = simulate(to_torch(bandit), log_prob_table(policy), prompts, uniforms)
+    assert set(rollouts.rewards.unique().tolist()) == {0.0, 1.0}
