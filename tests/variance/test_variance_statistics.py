@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+import toy_envs
+from flashsim.policies import TabularPolicy
 from flashsim.variance import measure_gradient
 from flashsim.variance.statistics import gradient_statistics
 
@@ -57,11 +59,7 @@ def test_hand_computed_statistics_of_four_directions():
 
 
 def test_decomposition_adds_up_and_between_prompt_vanishes_with_a_single_prompt(bandit_policy):
-    import toy_envs
-
     one_prompt = toy_envs.PromptBandit(success_probs=[[0.9, 0.2, 0.5]], heldout_fraction=0.0).tables()
-    from flashsim.policies import TabularPolicy
-
     policy = TabularPolicy(bandit_policy.table.detach()[:1].clone())
     report = measure_gradient(one_prompt, policy, estimator="flash_reinforce", budget=8, num_batches=4000, seed=0)
     assert report.variance == pytest.approx(report.between_prompt + report.within_prompt, rel=1e-12)
