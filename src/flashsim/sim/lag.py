@@ -116,17 +116,20 @@ class LaggedSource:
         versions, prompts = np.repeat(versions, G), np.repeat(prompts, G)
         group_ids = np.repeat(np.arange(self.next_group, self.next_group + groups, dtype=np.int64), G)
         self.next_group += groups
-        parts, rows = [], []
-        for version in np.unique(versions):
-            index = np.flatnonzero(versions == version)
-            parts.append(self.sampler.sample(self.snapshots.get(version), prompts[index], self.rng))
-            rows.append(index)
-        trajectories = TrajectoryArrays.empty(self.batch_size, self.sampler.horizon)
-        for index, part in zip(rows, parts):
-            trajectories.put(index, part)
+        trajectories = self._sample(versions, prompts)
         ids = self.ledger.start(self.batch_size, taken=True)
         self._advance_clock(trajectories.durations)
         return Batch(ids, versions, group_ids, trajectories)
+
+    def _sample(self, versions: np.ndarray, prompts: np.ndarray) -> TrajectoryArrays:
+        """Rows sampled by their own versions; one sampler call per distinct version."""
+        if versions[0] == versions[-1] and (versions == versions[0]).all():
+            return self.sampler.sample(self.snapshots.get(versions[0]), prompts, self.rng)
+        trajectories = TrajectoryArrays.empty(self.batch_size, self.sampler.horizon)
+        for version in np.unique(versions):
+            index = np.flatnonzero(versions == version)
+            trajectories.put(index, self.sampler.sample(self.snapshots.get(version), prompts[index], self.rng))
+        return trajectories
 
     def _advance_clock(self, durations: np.ndarray) -> None:
         generation = float(durations.max())

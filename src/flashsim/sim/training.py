@@ -64,7 +64,7 @@ def train(
     out = Path(out_dir) if out_dir is not None else None
     simulation = Simulation(config)
     writer, rows = _open_outputs(simulation, out, resume)
-    started, first_update = time.perf_counter(), simulation.update
+    started, started_cpu, first_update = time.perf_counter(), time.process_time(), simulation.update
     bar = _progress_bar(config.updates, first_update) if progress else None
     try:
         while simulation.update < config.updates:
@@ -82,8 +82,8 @@ def train(
             bar.close()
         if writer is not None:
             writer.close()
-    elapsed = time.perf_counter() - started
-    summary = _summary(simulation, rows, simulation.update - first_update, elapsed)
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - started_cpu
+    summary = _summary(simulation, rows, simulation.update - first_update, elapsed, cpu)
     if out is not None:
         atomic_write_text(out / SUMMARY, json.dumps(jsonable(summary), indent=2, allow_nan=False) + "\n")
         if plot:
@@ -119,8 +119,15 @@ def _checkpoint(simulation: Simulation, writer: MetricsWriter, out: Path) -> Non
     save_checkpoint(out / CHECKPOINT, {"simulation": simulation.state_dict(), "offsets": writer.offsets})
 
 
-def _summary(simulation: Simulation, rows: list[dict], updates_run: int, elapsed: float) -> dict[str, object]:
-    """Final metrics, the last exact evaluation, accounting, and throughput of this invocation."""
+def _summary(
+    simulation: Simulation, rows: list[dict], updates_run: int, elapsed: float, cpu: float
+) -> dict[str, object]:
+    """Final metrics, the final policy's exact success, accounting, and throughput of this invocation.
+
+    Throughput covers the update loop only (not Python/torch start-up or the final plot); the
+    ``_per_cpu_second`` rates divide by the process's CPU time instead of wall time, so they do not
+    depend on how busy the machine is (the loop is single-threaded).
+    """
     config, last = simulation.config, rows[-1] if rows else {}
     final_success = simulation.evaluate()  # of the final policy (rows evaluate on their own schedule)
     return {
@@ -136,8 +143,11 @@ def _summary(simulation: Simulation, rows: list[dict], updates_run: int, elapsed
         "optimal_success_train": optimal_success(simulation.tables, "train"),
         "accounting": {**simulation.ledger.counts(), "stragglers": simulation.ledger.stragglers},
         "wall_seconds": elapsed,
+        "cpu_seconds": cpu,
         "updates_per_second": updates_run / elapsed if elapsed > 0 else None,
         "env_steps_per_second": simulation.sampler.steps / elapsed if elapsed > 0 else None,
+        "updates_per_cpu_second": updates_run / cpu if cpu > 0 else None,
+        "env_steps_per_cpu_second": simulation.sampler.steps / cpu if cpu > 0 else None,
     }
 
 
