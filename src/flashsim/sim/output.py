@@ -101,24 +101,32 @@ class MetricsWriter:
                     file.truncate(size)
             self._csv, self._jsonl = open(csv_path, "ab"), open(jsonl_path, "ab")
         self._flush()
+        self._text = io.StringIO()
+        self._csv_writer = csv.writer(self._text, lineterminator="\n")
 
     def write(self, row: Mapping[str, object]) -> None:
-        """Append one row to both files and flush them."""
+        """Append one row to both files (buffered: flushed by :attr:`offsets` and :meth:`close`).
+
+        Rows still in the buffer when a run dies are lost, which is harmless: a resumed run restarts
+        from the last checkpoint, whose :attr:`offsets` were flushed, and writes those rows again.
+        """
         if tuple(row) != self.keys:
             raise ValueError(f"row keys {tuple(row)} differ from the columns {self.keys}")
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerow([_csv_cell(row[key]) for key in self.keys])
-        self._csv.write(buffer.getvalue().encode())
-        self._jsonl.write((json.dumps(jsonable(dict(row)), allow_nan=False) + "\n").encode())
-        self._flush()
+        self._csv_writer.writerow([_csv_cell(row[key]) for key in self.keys])
+        self._csv.write(self._text.getvalue().encode())
+        self._text.seek(0)
+        self._text.truncate()
+        cells = {key: None if isinstance(v, float) and not math.isfinite(v) else v for key, v in row.items()}
+        self._jsonl.write((json.dumps(cells, allow_nan=False) + "\n").encode())
 
     @property
     def offsets(self) -> tuple[int, int]:
-        """Current byte lengths of the CSV and JSON-lines files (store them in a checkpoint)."""
+        """Byte lengths of the CSV and JSON-lines files after flushing them (store them in a checkpoint)."""
+        self._flush()
         return self._csv.tell(), self._jsonl.tell()
 
     def close(self) -> None:
-        """Close both files."""
+        """Flush and close both files."""
         self._csv.close()
         self._jsonl.close()
 
