@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -152,20 +151,17 @@ def _check_options(dtype: torch.dtype, max_drift: float, min_log_prob: float, pa
 
 
 def _assemble(
-    log_probs: np.ndarray, drift: np.ndarray, rewards: np.ndarray, action_mask: np.ndarray,
-    group_ids: np.ndarray, junk: np.ndarray, dtype: torch.dtype,
+    log_probs: Tensor, drift: Tensor, rewards: Tensor, action_mask: Tensor, group_ids: Tensor, junk: Tensor,
+    dtype: torch.dtype,
 ) -> LossBatch:
-    """Behaviour = learner + drift (kept ≤ 0); junk into padding; cast. Arrays are float64 [B, T] / [B]."""
-    mask = torch.as_tensor(action_mask, dtype=torch.bool)
-    learner = torch.as_tensor(log_probs, dtype=torch.float64)
-    behavior = (learner + torch.as_tensor(drift, dtype=torch.float64)).clamp(max=0.0)
-    junk = torch.as_tensor(junk, dtype=torch.float64)
+    """Behaviour = learner + drift (kept ≤ 0); junk into padding; cast. Inputs are float64 [B, T] / [B]."""
+    behavior = (log_probs + drift).clamp(max=0.0)
     batch = LossBatch(
-        log_probs=_fill_padding(learner, mask, junk),
-        behavior_log_probs=_fill_padding(behavior, mask, junk.flip(0)),
-        rewards=torch.as_tensor(rewards, dtype=torch.float64),
-        action_mask=mask,
-        group_ids=torch.as_tensor(group_ids, dtype=torch.long),
+        log_probs=_fill_padding(log_probs, action_mask, junk),
+        behavior_log_probs=_fill_padding(behavior, action_mask, junk.flip(0)),
+        rewards=rewards,
+        action_mask=action_mask,
+        group_ids=group_ids,
     )
     return batch.to(dtype)
 
@@ -221,12 +217,13 @@ def loss_batches(
         drift_size = draw(st.sampled_from([0.0, max_drift]) | st.floats(0.0, max_drift))
         # Fractions of tokens that sit exactly on the edge cases: certain (log π = 0), on-policy (μ = π).
         certain, on_policy = draw(st.sampled_from([0.0, 0.2])), draw(st.sampled_from([0.0, 0.5]))
-        reward_values = np.asarray(draw(st.lists(reward, min_size=b, max_size=b)), dtype=np.float64)
-        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        reward_values = torch.tensor(draw(st.lists(reward, min_size=b, max_size=b)), dtype=torch.float64)
+        rng = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1)))
         mask = _layout_mask(rng, lengths, t, layout)
-        log_probs = np.where(rng.random((b, t)) < certain, 0.0, min_log_prob * rng.random((b, t)) ** 2)
-        drift = np.where(rng.random((b, t)) < on_policy, 0.0, drift_size * rng.uniform(-1.0, 1.0, (b, t)))
-        junk_values = rng.choice(np.asarray(PADDING_JUNK if padding == "junk" else [0.0]), size=(b, t))
+        log_probs = torch.where(_uniform(rng, b, t) < certain, 0.0, min_log_prob * _uniform(rng, b, t) ** 2)
+        drift = torch.where(_uniform(rng, b, t) < on_policy, 0.0, drift_size * (2 * _uniform(rng, b, t) - 1))
+        junk_values = torch.tensor(PADDING_JUNK if padding == "junk" else [0.0], dtype=torch.float64)
+        junk_values = junk_values[torch.randint(len(junk_values), (b, t), generator=rng)]
         return _assemble(log_probs, drift, reward_values, mask, group_ids, junk_values, dtype)
 
     return draw_batch()
@@ -240,20 +237,24 @@ def _check_group_size(group_size: int, batch_size: tuple[int, int]) -> None:
         raise ValueError(f"batch_size {batch_size!r} holds no multiple of group_size={group_size}")
 
 
-def _draw_shape(draw, st, batch_size, width, group_size, equal_lengths) -> tuple[int, int, np.ndarray, np.ndarray]:
+def _uniform(generator: torch.Generator, *shape: int) -> Tensor:
+    return torch.rand(*shape, generator=generator, dtype=torch.float64)
+
+
+def _draw_shape(draw, st, batch_size, width, group_size, equal_lengths) -> tuple[int, int, Tensor, Tensor]:
     """B, T, group ids [B] and lengths [B] (each in 1..T)."""
     if group_size is None:
         b = draw(st.integers(*batch_size))
-        group_ids = np.asarray(draw(st.lists(st.integers(0, b - 1), min_size=b, max_size=b)))
+        group_ids = torch.tensor(draw(st.lists(st.integers(0, b - 1), min_size=b, max_size=b)), dtype=torch.long)
     else:
         groups = draw(st.integers(max(1, -(-batch_size[0] // group_size)), batch_size[1] // group_size))
         b = groups * group_size
-        group_ids = np.repeat(np.arange(groups), group_size)[draw(st.permutations(range(b)))]
+        group_ids = torch.arange(groups).repeat_interleave(group_size)[draw(st.permutations(range(b)))]
     t = draw(st.integers(*width))
     if equal_lengths:
-        lengths = np.full(b, draw(st.integers(1, t)))
+        lengths = torch.full((b,), draw(st.integers(1, t)))
     else:
-        lengths = np.asarray(draw(st.lists(st.integers(1, t), min_size=b, max_size=b)))
+        lengths = torch.tensor(draw(st.lists(st.integers(1, t), min_size=b, max_size=b)), dtype=torch.long)
     return b, t, group_ids, lengths
 
 
@@ -261,15 +262,15 @@ LAYOUTS = ("right", "left", "scattered")
 """Where a row's policy tokens sit: first (right padding), last (left padding), or anywhere."""
 
 
-def _layout_mask(rng: np.random.Generator, lengths: np.ndarray, width: int, layout: str) -> np.ndarray:
+def _layout_mask(generator: torch.Generator, lengths: Tensor, width: int, layout: str) -> Tensor:
     """[B, T] bool with ``lengths[i]`` policy tokens in row i, placed by ``layout``."""
-    slots = np.arange(width)[None, :]
+    slots = torch.arange(width)[None, :]
     if layout == "right":
         return slots < lengths[:, None]
     if layout == "left":
         return slots >= width - lengths[:, None]
-    order = rng.random((lengths.shape[0], width)).argsort(axis=1)
-    return np.take_along_axis(slots < lengths[:, None], order.argsort(axis=1), axis=1)
+    order = torch.rand(lengths.shape[0], width, generator=generator).argsort(dim=1)
+    return (slots < lengths[:, None]).gather(1, order.argsort(dim=1))
 
 
 def evaluate_loss(
@@ -392,7 +393,7 @@ def shard_sizes(batch_size: int, *, max_shards: int = 3) -> SearchStrategy[list[
         raise ValueError(f"batch_size must be an int ≥ 1, got {batch_size!r}")
     most = min(max_shards, batch_size)
     cuts = st.lists(st.integers(1, batch_size - 1), max_size=most - 1, unique=True) if batch_size > 1 else st.just([])
-    return cuts.map(lambda c: np.diff([0, *sorted(c), batch_size]).tolist())
+    return cuts.map(lambda c: [high - low for low, high in zip([0, *sorted(c)], [*sorted(c), batch_size])])
 
 
 def random_loss_batch(
@@ -415,8 +416,9 @@ def random_loss_batch(
     ([3, 1, 3, 1], [0, 0, 1, 1], True)
     """
     _check_options(dtype, drift, min_log_prob, padding)
-    if not (isinstance(batch_size, int) and batch_size >= 1 and isinstance(width, int) and width >= 1):
-        raise ValueError(f"batch_size and width must be ints ≥ 1, got {batch_size!r} and {width!r}")
+    for name, value in (("batch_size", batch_size), ("width", width), ("group_size", group_size)):
+        if not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{name} must be an int ≥ 1, got {value!r}")
     b, t = batch_size, width
     lengths = torch.randint(1, t + 1, (b,), generator=generator)
     order = torch.rand(b, t, generator=generator).argsort(dim=1)
@@ -426,10 +428,7 @@ def random_loss_batch(
     rewards = torch.randint(0, 2, (b,), generator=generator).to(torch.float64)
     pick = torch.randint(len(PADDING_JUNK), (b, t), generator=generator)
     junk = torch.tensor(PADDING_JUNK, dtype=torch.float64)[pick] if padding == "junk" else torch.zeros(b, t)
-    group_ids = torch.arange(b) // group_size
-    return _assemble(
-        log_probs.numpy(), noise.numpy(), rewards.numpy(), mask.numpy(), group_ids.numpy(), junk.numpy(), dtype
-    )
+    return _assemble(log_probs, noise, rewards, mask, torch.arange(b) // group_size, junk.double(), dtype)
 
 
 __all__ = [
