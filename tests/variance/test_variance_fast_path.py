@@ -62,8 +62,8 @@ def test_stale_rollouts_exercise_the_gates_clips_and_masks(gridworld):
 
     assert 0 < mean_stat("flash_reinforce", False, 0.15, "acceptance_rate") < 1
     assert 0 < mean_stat("token_gate", False, 0.15, "token_acceptance_rate") < 1
-    assert mean_stat("grpo", True, 0.5, "clip_fraction") > 0
-    assert mean_stat("tis", False, 0.5, "clip_fraction") > 0
+    assert mean_stat("grpo", True, 0.5, "clipped_tokens") > 0
+    assert mean_stat("tis", False, 0.5, "clipped_tokens") > 0
     assert mean_stat("ratio_mask", False, 0.5, "token_acceptance_rate") < 1
 
 

@@ -7,11 +7,9 @@ o_it)`` (behaviour log-probs, rewards and advantages are constants of the update
 
 Three vectorised steps, over a chunk of c batches:
 
-1. ``∂L/∂ℓ`` for every batch: ``torch.vmap`` runs the registry loss, unchanged, on each batch as its
-   own loss (its own baseline, denominators and gates), and one ``autograd.grad`` of the sum of the M
-   losses with respect to the ``[M, B, T]`` log-probs gives every batch's coefficients at once (the
-   batches share no terms). Advantages are computed per batch by the registry's own estimator and
-   passed with ``advantages=`` (see :func:`batch_advantages`).
+1. ``∂L/∂ℓ`` for every batch from one call of the registry loss, unchanged, on the stacked batches:
+   each batch's advantages come from the registry's own estimator (:func:`batch_advantages`), and the
+   aggregation's denominators are made per batch by reweighting rows (:func:`log_prob_coefficients`).
 2. Scatter-add the coefficients into the score of the logit table: ``S[m, o, a] = Σ_{it: o_it=o,
    a_it=a} ∂L_m/∂ℓ_it`` and ``∂L_m/∂logits[o] = S[m, o] − (Σ_a S[m, o, a]) π(· | o)``.
 3. Pull ``[c, O, A]`` back to the parameters with one batched vector–Jacobian product of
@@ -31,9 +29,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from flashsim.losses import ADVANTAGES
+from flashsim.losses import ADVANTAGES, token_weights
 from flashsim.policies import Policy
-from flashsim.variance.problem import KEPT_STATS, Problem
+from flashsim.variance.problem import Problem
 from flashsim.variance.sampling import Rollouts, Uniforms, simulate
 
 
@@ -65,25 +63,62 @@ def batch_advantages(loss_fn: Callable, rewards: Tensor, group_ids: Tensor | Non
 def log_prob_coefficients(
     loss_fn: Callable, log_probs: Tensor, rollouts: Rollouts, group_ids: Tensor | None, options: dict
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """``∂L_m/∂ℓ_it`` for every batch m of the chunk, and the loss stats of each batch.
+    """``∂L_m/∂ℓ_it`` for every batch m of the chunk, from one call of the registry loss on all of them.
+
+    The c batches are stacked into one ``[c·B, T]`` call with each batch's own advantages; every
+    registered loss is ``Σ_i u_i · term_i`` with ``term_i`` a function of row i alone and ``u_i`` the
+    aggregation weight of its tokens, so the stacked gradient times ``u_i(batch) / u_i(stacked)``
+    (both from :func:`flashsim.losses.token_weights`) is batch m's own gradient, denominators and all.
 
     Shape:
         log_probs: ``[c, B, T]`` float64; group_ids ``[B]`` or None. Returns ``([c, B, T], {name: [c]})``.
     """
+    chunk, budget, width = log_probs.shape
+    mask = rollouts.action_mask
     advantages = batch_advantages(loss_fn, rollouts.rewards, group_ids)
-
-    def one_batch(lp: Tensor, behavior: Tensor, rewards: Tensor, mask: Tensor, adv: Tensor):
-        loss, stats = loss_fn(lp, behavior, rewards, mask, group_ids, advantages=adv, validate=False, **options)
-        return loss, {name: stats[name] for name in KEPT_STATS}
-
-    leaf = log_probs.detach().requires_grad_(True)
+    stacked_ids = None if group_ids is None else (group_ids + torch.arange(chunk)[:, None] * budget).reshape(-1)
+    leaf = log_probs.detach().reshape(chunk * budget, width).requires_grad_(True)
     with torch.enable_grad():
-        losses, stats = torch.vmap(one_batch)(
-            leaf, rollouts.behavior_log_probs, rollouts.rewards, rollouts.action_mask, advantages
+        loss, stats = loss_fn(
+            leaf, rollouts.behavior_log_probs.reshape(leaf.shape), rollouts.rewards.reshape(-1),
+            mask.reshape(leaf.shape), stacked_ids, advantages=advantages.reshape(-1), validate=False, **options,
         )
-        # The batches are independent, so the gradient of the sum holds every batch's own ∂L_m/∂ℓ.
-        (coefficients,) = torch.autograd.grad(losses.sum(), leaf)
-    return coefficients, stats
+        (stacked,) = torch.autograd.grad(loss, leaf)
+    mode = options.get("aggregation", loss_fn.spec.aggregation)
+    max_tokens = options.get("max_tokens")
+
+    def row_weights(row_mask: Tensor) -> Tensor:  # every token of a row has its row's weight; t = 0 is a token
+        return token_weights(row_mask, mode, dtype=torch.float64, max_tokens=max_tokens)[:, 0]
+
+    own = torch.vmap(row_weights)(mask)
+    pooled = row_weights(mask.reshape(leaf.shape)).view(chunk, budget)
+    coefficients = stacked.view(mask.shape) * (own / pooled)[:, :, None]
+    return coefficients, batch_stats(stats, log_probs, rollouts)
+
+
+def batch_stats(stats: dict[str, Tensor], log_probs: Tensor, rollouts: Rollouts) -> dict[str, Tensor]:
+    """Per-batch trust-region stats from the per-row stats of a stacked loss call.
+
+    ``ess`` is Kish's ESS of the token ratios, ``(Σρ)² / Σρ²`` over the batch's policy tokens (as
+    :func:`flashsim.losses.effective_sample_size`); ``clipped_tokens`` is the chunk's total (the loss
+    reports clipping for the whole call only).
+
+    Shape:
+        log_probs ``[c, B, T]``; returns ``{name: [c]}`` plus ``clipped_tokens`` ``[]``.
+    """
+    chunk, budget, width = log_probs.shape
+    mask = rollouts.action_mask
+    tokens = mask.sum(dim=(1, 2)).to(torch.float64)
+    ratio = torch.exp(log_probs - rollouts.behavior_log_probs) * mask  # both log-probs are finite on padding
+    ess = ratio.sum(dim=(1, 2)) ** 2 / (ratio * ratio).sum(dim=(1, 2))
+    return {
+        "acceptance_rate": stats["admitted"].view(chunk, budget).to(torch.float64).mean(dim=1),
+        "token_acceptance_rate": (stats["token_kept"].view(mask.shape) & mask).sum(dim=(1, 2)) / tokens,
+        "ess": ess,
+        "ess_fraction": ess / tokens,
+        "num_tokens": tokens,
+        "clipped_tokens": stats["clip_fraction"].to(torch.float64) * tokens.sum(),
+    }
 
 
 def logit_gradients(coefficients: Tensor, rollouts: Rollouts, probs: Tensor) -> Tensor:
@@ -123,8 +158,8 @@ def fast_update_directions(problem: Problem, prompts: Tensor, uniforms: Uniforms
     """Simulate a chunk of batches at once and return ĝ = −∇_θ L of each, with per-batch stats.
 
     Shape:
-        prompts ``[c, B]``; returns ``([c, num_params] float64, {name: [c]})``, the stats being
-        :data:`KEPT_STATS` and ``mean_length``.
+        prompts ``[c, B]``; returns ``([c, num_params] float64, stats)`` with the stats of
+        :data:`~flashsim.variance.problem.PER_BATCH_STATS` (``[c]``) and ``clipped_tokens`` (``[]``).
     """
     rollouts = simulate(problem.tables, problem.behavior_log_table, prompts, uniforms)
     log_table = log_prob_table(problem.policy)

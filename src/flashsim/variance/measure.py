@@ -24,7 +24,7 @@ from flashsim.exact import exact_gradient, to_torch
 from flashsim.losses import get_loss
 from flashsim.policies import Policy
 from flashsim.variance.gradients import fast_update_directions, log_prob_table
-from flashsim.variance.problem import KEPT_STATS, Problem
+from flashsim.variance.problem import PER_BATCH_STATS, Problem
 from flashsim.variance.reference import reference_update_directions
 from flashsim.variance.report import GradientReport
 from flashsim.variance.sampling import draw_design, iterate_chunks
@@ -34,7 +34,7 @@ METHODS = {"fast": fast_update_directions, "reference": reference_update_directi
 """How the per-batch directions are computed: vectorised (``fast``) or one autograd pass per batch."""
 
 #: Loss options that the measurement itself controls.
-_RESERVED_OPTIONS = ("advantages", "validate", "group_ids")
+_RESERVED_OPTIONS = ("advantages", "validate", "group_ids", "num_sequences", "num_tokens")
 
 
 def resolve_tables(env: Any) -> Any:
@@ -170,13 +170,15 @@ def measure_gradient(
         torch_tables, policy, log_prob_table(behavior), loss_fn, design.group_ids if grouped else None, options
     )
     directions = torch.empty(num_batches, policy.num_params, dtype=torch.float64)
-    stats = {name: torch.empty(num_batches, dtype=torch.float64) for name in (*KEPT_STATS, "mean_length")}
+    stats = {name: torch.empty(num_batches, dtype=torch.float64) for name in PER_BATCH_STATS}
+    clipped_tokens = 0.0
     for start, prompts, uniforms in iterate_chunks(design, tables.horizon, generator):
         chunk_directions, chunk_stats = METHODS[method](problem, prompts, uniforms)
         stop = start + chunk_directions.shape[0]
         directions[start:stop] = chunk_directions
         for name, values in stats.items():
             values[start:stop] = chunk_stats[name].to(torch.float64)
+        clipped_tokens += float(chunk_stats["clipped_tokens"])
 
     true_gradient = exact_gradient(tables, policy).detach().to(torch.float64)
     point, intervals, mean = gradient_statistics(
@@ -188,5 +190,6 @@ def measure_gradient(
         replicates=replicates, true_gradient=true_gradient, mean_gradient=mean,
         true_gradient_norm=float(torch.linalg.vector_norm(true_gradient)),
         confidence=confidence, intervals=intervals,
+        clip_fraction=clipped_tokens / float(stats.pop("num_tokens").sum()),
         **point, **{name: float(values.mean()) for name, values in stats.items()},
     )

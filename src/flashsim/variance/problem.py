@@ -10,8 +10,9 @@ from torch import Tensor
 from flashsim.exact import TorchTables
 from flashsim.policies import Policy
 
-#: Per-batch scalar stats of the loss that the measurement keeps (means over batches are reported).
-KEPT_STATS = ("acceptance_rate", "token_acceptance_rate", "ess", "ess_fraction", "clip_fraction")
+#: Per-batch stats that every gradient method returns as ``[c]`` tensors (besides the chunk total
+#: ``clipped_tokens``, a 0-dim tensor: the loss reports clipping only for a whole call).
+PER_BATCH_STATS = ("acceptance_rate", "token_acceptance_rate", "ess", "ess_fraction", "num_tokens", "mean_length")
 
 
 @dataclass(frozen=True, eq=False)

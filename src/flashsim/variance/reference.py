@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from flashsim.variance.problem import KEPT_STATS, Problem
+from flashsim.variance.problem import Problem
 from flashsim.variance.sampling import Rollouts, Uniforms, batch_uniforms, simulate
 
 
@@ -20,7 +20,7 @@ def reference_update_direction(problem: Problem, rollouts: Rollouts) -> tuple[Te
     """ĝ = −∇_θ L of a single batch (``rollouts`` with a leading dimension of 1).
 
     Shape:
-        returns ``([num_params] float64, {name: 0-dim})``.
+        returns ``([num_params] float64, {name: 0-dim})``; ``clipped_tokens`` counts the batch's clipped tokens.
     """
     observations, actions = rollouts.observations[0], rollouts.actions[0]
     parameters = list(problem.policy.parameters())
@@ -32,8 +32,12 @@ def reference_update_direction(problem: Problem, rollouts: Rollouts) -> tuple[Te
         )
         grads = torch.autograd.grad(loss, parameters, allow_unused=True)
     flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(parameters, grads)])
-    kept = {name: stats[name] for name in KEPT_STATS}
-    kept["mean_length"] = rollouts.lengths.to(torch.float64).mean()
+    num_tokens = rollouts.lengths.sum().to(torch.float64)
+    kept = {name: stats[name].to(torch.float64) for name in ("acceptance_rate", "token_acceptance_rate", "ess")}
+    kept.update(
+        ess_fraction=stats["ess_fraction"].to(torch.float64), num_tokens=num_tokens,
+        mean_length=num_tokens / rollouts.lengths.numel(), clipped_tokens=stats["clip_fraction"] * num_tokens,
+    )
     return -flat.to(torch.float64), kept
 
 
@@ -43,7 +47,8 @@ def reference_update_directions(
     """Simulate and differentiate each batch of the chunk in a plain Python loop.
 
     Shape:
-        prompts ``[c, B]``; returns ``([c, num_params] float64, {name: [c]})``.
+        prompts ``[c, B]``; returns ``([c, num_params] float64, stats)`` as
+        :func:`flashsim.variance.gradients.fast_update_directions`.
     """
     budget = prompts.shape[1]
     results = []
@@ -53,4 +58,5 @@ def reference_update_directions(
         results.append(reference_update_direction(problem, rollouts))
     directions = torch.stack([direction for direction, _ in results])
     stats = {name: torch.stack([batch_stats[name] for _, batch_stats in results]) for name in results[0][1]}
+    stats["clipped_tokens"] = stats["clipped_tokens"].sum()
     return directions, stats

@@ -64,7 +64,7 @@ class GradientReport:
     token_acceptance_rate: float
     """Mean over batches of the fraction of policy tokens kept."""
     clip_fraction: float
-    """Mean over batches of the fraction of tokens clipped (PPO clip) or capped (TIS)."""
+    """Fraction of all measured policy tokens clipped (PPO clip) or capped (TIS)."""
     mean_length: float
     """Mean trajectory length T_i over all rollouts."""
     confidence: float

@@ -1,0 +1,135 @@
+"""A grid of gradient measurements: estimators × lags × rollout budgets × group sizes, as tidy rows.
+
+For one env and one policy kind, the learner θ_N and the behaviour policies θ_{N−L} come from
+:func:`flashsim.variance.lag.lagged_policies`; every cell of the grid is one
+:func:`flashsim.variance.measure_gradient` call with the same seed (common random numbers across
+cells, so differences between lags or estimators are not differences of luck in the prompt draws).
+Single-rollout estimators ignore the group size (their rows have ``config/group_size`` 1).
+
+An estimator is a registry name, or ``NAME:groups`` to sample grouped batches for an estimator that
+does not need them (``rloo:groups`` is RLOO with a leave-one-out baseline among G siblings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from flashsim.losses import LOSSES, get_loss
+from flashsim.policies import POLICY_KINDS, make_policy
+from flashsim.sim.envs import ENVS, build_tables
+from flashsim.variance.lag import lagged_policies
+from flashsim.variance.measure import measure_gradient
+
+GROUPED_SUFFIX = ":groups"
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One sweep; the field docstrings are the ``flashsim variance`` help text."""
+
+    env: str = "gridworld"
+    """Toy env preset (bandit, bandit_tiny, bandit_hard, gridworld, chain)."""
+    policy: str = "tabular"
+    """Policy kind: tabular or linear (uniform start, then exact ascent)."""
+    estimators: tuple[str, ...] = ("flash_reinforce", "grpo")
+    """Registry losses to measure; NAME:groups samples grouped batches for it (e.g. rloo:groups)."""
+    budgets: tuple[int, ...] = (128,)
+    """Rollout budgets B per batch (FlashREINFORCE: B prompts x 1; GRPO: B/G prompts x G)."""
+    group_sizes: tuple[int, ...] = (4,)
+    """Group sizes G of the grouped estimators."""
+    lags: tuple[int, ...] = (0, 2, 4, 8)
+    """Policy lags L: the behaviour policy is L exact-ascent steps behind the learner."""
+    batches: int = 2000
+    """Batches M per measurement (a multiple of replicates)."""
+    steps: int = 32
+    """Exact-ascent steps N from the uniform policy to the measurement point θ_N (lags must be <= N)."""
+    step_size: float = 0.2
+    """Step length η of the normalised exact gradient ascent (parameter-space L2 norm)."""
+    delta: float = 3e-3
+    """Gate threshold δ of the trust region."""
+    seed: int = 0
+    """Seed of every measurement (the same for all cells: common random numbers)."""
+    bootstrap: int = 200
+    """Cluster-bootstrap resamples for the confidence intervals (0: none)."""
+    replicates: int = 2
+    """Rollout sets per prompt draw (for the between/within-prompt split)."""
+
+    def __post_init__(self) -> None:
+        if self.env not in ENVS:
+            raise ValueError(f"env must be one of {', '.join(ENVS)}, got {self.env!r}")
+        if self.policy not in ("tabular", "linear"):
+            raise ValueError(f"policy must be tabular or linear (of {POLICY_KINDS}), got {self.policy!r}")
+        for name in ("estimators", "budgets", "group_sizes", "lags"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
+        for estimator in self.estimators:
+            parse_estimator(estimator)
+        grouped = [e for e in self.estimators if parse_estimator(e)[1]]
+        bad = [(b, g) for b in self.budgets for g in self.group_sizes if b % g]
+        if grouped and bad:
+            raise ValueError(
+                f"every budget must be divisible by every group size for {', '.join(grouped)}; "
+                f"not so for (budget, group_size) = {bad}"
+            )
+
+
+def parse_estimator(text: str) -> tuple[str, bool]:
+    """``"rloo:groups"`` → ``("rloo", True)``; ``"grpo"`` → ``("grpo", True)`` (it needs groups)."""
+    name, grouped = (text[: -len(GROUPED_SUFFIX)], True) if text.endswith(GROUPED_SUFFIX) else (text, False)
+    if name not in LOSSES:
+        get_loss(name)  # raises the registry's error listing the valid names
+    return name, grouped or LOSSES[name].needs_groups
+
+
+def sweep_cells(config: SweepConfig) -> list[dict[str, object]]:
+    """The grid, one dict of measurement arguments per cell, in output order."""
+    cells = []
+    for lag in config.lags:
+        for label in config.estimators:
+            name, grouped = parse_estimator(label)
+            for budget in config.budgets:
+                for group_size in config.group_sizes if grouped else (1,):
+                    cells.append(dict(label=label, estimator=name, grouped=grouped, lag=lag, budget=budget,
+                                      group_size=group_size))
+    return cells
+
+
+def run_sweep(
+    config: SweepConfig, progress: Callable[[int, int, dict[str, object]], None] | None = None
+) -> list[dict[str, object]]:
+    """Measure every cell; return one flat row per cell (``config/…``, ``grad/…``, ``trust/…`` keys).
+
+    ``progress(done, total, row)`` is called after each cell (the CLI prints a line).
+    """
+    tables = build_tables(config.env)
+    start = make_policy(config.policy, tables)
+    learner, behaviors = lagged_policies(
+        tables, start, steps=config.steps, lags=sorted(set(config.lags)), step_size=config.step_size
+    )
+    cells = sweep_cells(config)
+    rows = []
+    for index, cell in enumerate(cells):
+        report = measure_gradient(
+            tables, learner, estimator=cell["estimator"], budget=cell["budget"], num_batches=config.batches,
+            seed=config.seed, group_size=cell["group_size"], behavior_policy=behaviors[cell["lag"]],
+            delta=config.delta, grouped=cell["grouped"], replicates=config.replicates, bootstrap=config.bootstrap,
+        )
+        row = {"config/env": config.env, "config/policy": config.policy, "config/lag": cell["lag"],
+               "config/label": cell["label"], **report.to_dict()}
+        rows.append(row)
+        if progress is not None:
+            progress(index + 1, len(cells), row)
+    return rows
+
+
+def series_label(row: dict[str, object], varying: Sequence[str] = ()) -> str:
+    """A legend label such as ``grpo G=4`` (plus ``B=…`` / ``L=…`` when those vary across lines)."""
+    label = str(row["config/label"])
+    if int(row["config/group_size"]) > 1:
+        label += f" G={row['config/group_size']}"
+    if "budget" in varying:
+        label += f" B={row['config/budget']}"
+    if "lag" in varying:
+        label += f" L={row['config/lag']}"
+    return label
