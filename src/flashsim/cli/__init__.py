@@ -13,7 +13,7 @@ import sys
 
 from flashsim import __version__
 
-SUBCOMMANDS = ("demo", "train")
+SUBCOMMANDS = ("demo", "train", "variance")
 
 
 def build_parser() -> argparse.ArgumentParser:
