@@ -69,10 +69,11 @@ def plot_metrics(rows: Sequence[Row], path: Path | str, *, x: str = "lag", title
     if x == "budget":
         for axis in axes.flat:
             axis.set_xscale("log", base=2)
-    axes.flat[0].legend(fontsize=8)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
     if title:
         figure.suptitle(title)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.04 + 0.025 * ((len(labels) - 1) // 4), 1, 1))
     path = Path(path)
     figure.savefig(path, format="png", dpi=110)
     plt.close(figure)

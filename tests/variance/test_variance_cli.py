@@ -1,0 +1,48 @@
+"""``flashsim variance`` run as a user runs it: through a subprocess, at a tiny budget."""
+
+import csv
+import subprocess
+import sys
+
+from flashsim.cli import build_parser, main
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "flashsim", "variance", *args], capture_output=True, text=True, timeout=timeout,
+        check=False,
+    )
+
+
+def test_variance_command_writes_a_table_csv_and_plots(tmp_path):
+    result = run_cli(
+        "--env", "bandit", "--estimators", "flash_reinforce,grpo,rloo:groups", "--budget", "8,16",
+        "--group-size", "2,4", "--lags", "0,2", "--batches", "8", "--bootstrap", "10", "--steps", "4",
+        "--out", str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "flash_reinforce" in result.stdout and "between" in result.stdout
+    with (tmp_path / "variance.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    # per lag: flash_reinforce at 2 budgets + (grpo, rloo:groups) at 2 budgets x 2 group sizes
+    assert len(rows) == 2 * (2 + 2 * 2 * 2)
+    assert {row["config/label"] for row in rows} == {"flash_reinforce", "grpo", "rloo:groups"}
+    assert {"grad/variance_ci_low", "grad/between_prompt", "trust/acceptance_rate"} <= set(rows[0])
+    for name in ("vs_lag.png", "vs_budget.png", "variance_split.png", "config.json"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_bad_usage_exits_2_with_a_message(tmp_path, capsys):
+    assert main(["variance", "--env", "bandit", "--budget", "10", "--group-size", "4", "--out", str(tmp_path)]) == 2
+    assert "divisible" in capsys.readouterr().err
+    assert main(["variance", "--env", "bandit", "--estimators", "reinforce", "--out", str(tmp_path)]) == 2
+    assert "flash_reinforce" in capsys.readouterr().err
+    assert main(["variance", "--env", "maze", "--out", str(tmp_path)]) == 2
+    assert "env must be one of" in capsys.readouterr().err
+
+
+def test_help_text_comes_from_the_sweep_config_docstrings():
+    parser = build_parser()
+    subparsers = next(action for action in parser._actions if action.dest == "command")
+    help_text = subparsers.choices["variance"].format_help()
+    assert "Policy lags L" in help_text and "[default: 0,2,4,8]" in help_text
