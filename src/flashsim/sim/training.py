@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
-from flashsim.sim.config import TrainConfig
+from flashsim.sim.config import FixedLag, RandomLag, TrainConfig
 from flashsim.sim.envs import optimal_success
 from flashsim.sim.output import (
     CHECKPOINT,
@@ -153,9 +153,9 @@ def _summary(
 
 def _lag_label(config: TrainConfig) -> str:
     lag = config.lag
-    if hasattr(lag, "lag"):
+    if isinstance(lag, FixedLag):
         return f"lag {lag.lag}"
-    if hasattr(lag, "distribution"):
+    if isinstance(lag, RandomLag):
         return f"random lag ≤ {lag.max_lag} ({lag.distribution})"
     return f"{lag.num_workers} workers" + (" (sync)" if lag.synchronous else "")
 
