@@ -55,6 +55,7 @@ def test_hand_computed_statistics_of_four_directions():
     assert point["mse"] == pytest.approx((1 + 5 + 2 + 2) / 4)
     assert point["cosine"] == pytest.approx((2**-0.5 + 2**-0.5 + 2**-0.5 + 0) / 4)
     assert point["scale"] == pytest.approx((1 + 3 + 2 + 0) / (1 + 9 + 4 + 0))
+    assert point["cosine_of_mean"] == pytest.approx(1.5 / (1.25**0.5 * 2**0.5))
     assert point["relative_scaled_mse"] == pytest.approx(1 - (6 / 4) ** 2 / ((14 / 4) * 2))
 
 

@@ -33,6 +33,7 @@ TABLE_COLUMNS = (
     ("grad/within_prompt", "within", "{:>10.3e}"),
     ("grad/bias_norm_debiased", "bias", "{:>9.3e}"),
     ("grad/cosine", "cosine", "{:>7.3f}"),
+    ("grad/cosine_of_mean", "cos(Eĝ)", "{:>7.4f}"),
     ("grad/snr", "SNR", "{:>8.3f}"),
     ("grad/relative_scaled_mse", "rel.sMSE", "{:>8.3f}"),
     ("trust/acceptance_rate", "accept", "{:>6.3f}"),

@@ -45,6 +45,8 @@ class GradientReport:
     """mean ‖ĝ − ∇J‖²."""
     cosine: float
     """mean cos(ĝ, ∇J) (a zero ĝ counts as 0)."""
+    cosine_of_mean: float
+    """cos(mean ĝ, ∇J): is the expected update aimed at ∇J? (scale-free bias; 1 for an unbiased or shrunk ĝ)."""
     snr: float
     """‖mean ĝ‖² / tr Cov(ĝ)."""
     scale: float
@@ -86,7 +88,7 @@ class GradientReport:
         }
         for name in (
             "variance", "between_prompt", "within_prompt", "bias_norm", "bias_norm_debiased", "mse", "cosine",
-            "snr", "scale", "scaled_mse", "relative_scaled_mse", "true_gradient_norm",
+            "cosine_of_mean", "snr", "scale", "scaled_mse", "relative_scaled_mse", "true_gradient_norm",
         ):
             result[f"grad/{name}"] = getattr(self, name)
             if name in self.intervals:

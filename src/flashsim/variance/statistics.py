@@ -15,6 +15,7 @@ else, for the exact gradient g:
 
     bias_norm = ‖ḡ − g‖;   bias_norm_debiased = sqrt(max(0, ‖ḡ − g‖² − s²/D)),  s² = 1/(D−1) Σ_i ‖ḡ_i − ḡ‖²
     mse = mean_ij ‖ĝ_ij − g‖²;   cosine = mean_ij cos(ĝ_ij, g) (0 for ĝ = 0);   snr = ‖ḡ‖² / variance
+    cosine_of_mean = cos(ḡ, g): the direction of the expected update (a scale-free bias)
     scale c* = mean ĝ·g / mean ‖ĝ‖² (argmin_c mean ‖c ĝ − g‖²);   scaled_mse = mean ‖c* ĝ − g‖²
     relative_scaled_mse = scaled_mse / ‖g‖² = 1 − (mean ĝ·g)² / (mean ‖ĝ‖² ‖g‖²)  ∈ [0, 1]
 
@@ -33,7 +34,7 @@ from torch import Tensor
 #: Statistics that get bootstrap confidence intervals.
 INTERVAL_STATISTICS = (
     "variance", "between_prompt", "within_prompt", "bias_norm", "bias_norm_debiased", "mse", "cosine",
-    "snr", "scale", "scaled_mse", "relative_scaled_mse",
+    "cosine_of_mean", "snr", "scale", "scaled_mse", "relative_scaled_mse",
 )
 
 
@@ -90,6 +91,8 @@ def weighted_estimates(
     bias_sq = ((mean - true_gradient) ** 2).sum(dim=1)
     mean_sq, mean_dot = (weights @ summaries[name] / batches for name in ("sq_norm", "dot"))
     true_sq = (true_gradient**2).sum()
+    mean_norm = torch.linalg.vector_norm(mean, dim=1) * true_sq.sqrt()
+    cosine_of_mean = torch.where(mean_norm > 0, mean @ true_gradient / torch.where(mean_norm > 0, mean_norm, 1.0), 0.0)
     scale = torch.where(mean_sq > 0, mean_dot / torch.where(mean_sq > 0, mean_sq, 1.0), 0.0)
     scaled_mse = true_sq - scale * mean_dot
     return {
@@ -100,6 +103,7 @@ def weighted_estimates(
         "bias_norm_debiased": (bias_sq - between_draws / draws).clamp(min=0).sqrt(),
         "mse": weights @ summaries["error"] / batches,
         "cosine": weights @ summaries["cos"] / batches,
+        "cosine_of_mean": cosine_of_mean,
         "snr": (mean**2).sum(dim=1) / variance,
         "scale": scale,
         "scaled_mse": scaled_mse,
