@@ -46,19 +46,44 @@ def token_weights(
     Shape:
         action_mask ``[B, T]`` bool; returns ``[B, T]`` of ``dtype``, 0 on padding.
     """
+    weights = trajectory_weights(
+        action_mask, mode, dtype=dtype, num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens
+    )
+    return action_mask.to(dtype) * weights[:, None]
+
+
+def trajectory_weights(
+    action_mask: Tensor,
+    mode: str,
+    *,
+    dtype: torch.dtype,
+    lengths: Tensor | None = None,
+    num_sequences: float | Tensor | None = None,
+    num_tokens: float | Tensor | None = None,
+    max_tokens: float | Tensor | None = None,
+) -> Tensor:
+    """The weight that every policy token of trajectory i gets: ``token_weights = mask · this[:, None]``.
+
+    Each mode weighs all tokens of one trajectory alike, so one number per trajectory says it all
+    (the loss scales its per-token gradient by it instead of building a [B, T] weight tensor).
+    ``lengths`` (``action_mask.sum(dim=1)``) may be passed when the caller has already counted.
+
+    Shape:
+        action_mask ``[B, T]`` bool; lengths ``[B]`` integer; returns ``[B]`` of ``dtype``.
+    """
     check_choice("aggregation", mode, AGGREGATIONS)
     batch, width = action_mask.shape
-    mask = action_mask.to(dtype)
+    lengths = action_mask.sum(dim=1) if lengths is None else lengths
     if mode == "token_mean":
-        denom = mask.sum() if num_tokens is None else check_count("num_tokens", num_tokens, at_least=0)
-        return mask / denom
+        denom = lengths.sum().to(dtype) if num_tokens is None else check_count("num_tokens", num_tokens, at_least=0)
+        return torch.ones(batch, dtype=dtype, device=action_mask.device) / denom
     sequences = batch if num_sequences is None else check_count("num_sequences", num_sequences, at_least=batch)
     if mode == "sample_mean":
-        return mask / (mask.sum(dim=1, keepdim=True) * sequences)
-    if mode == "seq_mean_token_sum":
-        return mask / sequences
-    budget = width if max_tokens is None else check_count("max_tokens", max_tokens, at_least=0)
-    return mask / (budget * sequences)
+        return 1 / (lengths.to(dtype) * sequences)
+    budget = 1 if mode == "seq_mean_token_sum" else (
+        width if max_tokens is None else check_count("max_tokens", max_tokens, at_least=0)
+    )
+    return torch.ones(batch, dtype=dtype, device=action_mask.device) / (budget * sequences)
 
 
 def aggregate(

@@ -11,33 +11,29 @@ whose gradient ``keep · w · A · ∇log π`` is the importance-weighted policy
 NVIDIA 2026, eq. for the One-Batch REINFORCE update). ``ppo_clip`` uses PPO's clipped surrogate
 (Schulman et al. 2017), whose ratio carries the gradient.
 
+How it is computed: the gradient of every correction with respect to log π is known in closed form,
+so one pass over the tokens (:mod:`flashsim.losses._token_pass`) computes the loss, that gradient and
+the stats together, and :class:`ClosedFormGradient` hands the gradient to autograd — the backward pass
+is one multiply. The same loss written op by op with plain autograd is the reference of
+``tests/test_loss_autograd_function.py``; ``benchmarks/bench_losses.py`` times both.
+
 Deliberately left out: entropy bonuses, value baselines (critic-free by design) and KL penalties to a
 reference (only :func:`flashsim.losses.grpo_loss` offers GRPO's k3 penalty, off by default).
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from flashsim.losses import _checks as checks
-from flashsim.losses.aggregation import AGGREGATIONS, aggregate
-from flashsim.losses.trust_region import (
-    effective_sample_size,
-    log_importance_ratio,
-    masked,
-    ppo_clip_surrogate,
-    ratio_bound_mask,
-    sampled_action_kl,
-    sequence_gate,
-    sequence_mean,
-    token_gate,
-    truncated_is_weights,
-)
+from flashsim.losses._token_pass import RowTerms, TokenSettings, block_terms, row_blocks
+from flashsim.losses.aggregation import AGGREGATIONS, trajectory_weights
 
 CORRECTIONS = ("sequence_gate", "token_gate", "none", "truncated_is", "ratio_mask", "ppo_clip")
+# Corrections whose kept tokens are exactly the policy tokens: their ``token_kept`` is ``action_mask``.
+_KEEP_EVERY_POLICY_TOKEN = ("none", "truncated_is", "ppo_clip")
 
 
 def policy_loss(
@@ -100,99 +96,102 @@ def policy_loss(
     checks.check_choice("correction", correction, CORRECTIONS)
     checks.check_choice("aggregation", aggregation, AGGREGATIONS)
     _check_hyperparameters(correction, delta, clip_eps, clip_eps_high, tis_cap, ratio_bounds, log_ratio_clamp)
+    settings = TokenSettings(
+        correction, delta, importance_sampling, clip_eps, clip_eps if clip_eps_high is None else clip_eps_high,
+        tis_cap, ratio_bounds, log_ratio_clamp, validate,
+    )
+    dtype = checks.compute_dtype(log_probs.dtype)
+    current, behavior = log_probs.to(dtype), behavior_log_probs.detach().to(dtype)
+    advantages = advantages.detach().to(dtype)
+    lengths = action_mask.sum(dim=1)
+    scale = -advantages * trajectory_weights(
+        action_mask, aggregation, dtype=dtype, lengths=lengths,
+        num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens,
+    )
+    scale = torch.where(lengths > 0, scale, 0.0)  # a row without policy tokens (validate=False) adds nothing
+    gradient = torch.empty(current.shape, dtype=dtype, device=current.device)
+    kept = action_mask if correction in _KEEP_EVERY_POLICY_TOKEN else torch.empty_like(action_mask)
+    blocks = [
+        block_terms(
+            current.detach()[rows], behavior[rows], action_mask[rows], lengths[rows], advantages[rows],
+            scale[rows], settings, gradient[rows], None if kept is action_mask else kept[rows],
+        )
+        for rows in row_blocks(*current.shape, current.device)
+    ]
+    terms = RowTerms(*(torch.cat(parts) for parts in zip(*blocks)))
     if validate:
+        _raise_on_bad_values(terms, lengths, advantages, log_probs, behavior_log_probs, action_mask)
+    loss = ClosedFormGradient.apply(current, terms.loss.sum(), gradient)
+    return loss, _stats(loss, advantages, terms, kept, lengths)
+
+
+class ClosedFormGradient(torch.autograd.Function):
+    """``loss`` forward; ``grad_output · gradient`` backward, for a ``gradient`` computed with the loss.
+
+    ``policy_loss`` computes ``∂L/∂log π`` in closed form in the same pass as ``L``, so autograd
+    records this one node instead of the ~20 of the op-by-op formula, and the backward pass is one
+    multiply. It is first-order only (``once_differentiable``): no double backward.
+
+    Shape:
+        log_probs ``[B, T]`` (the graph input), loss ``[]``, gradient ``[B, T]`` → ``[]``.
+    """
+
+    @staticmethod
+    def forward(ctx, log_probs: Tensor, loss: Tensor, gradient: Tensor) -> Tensor:
+        ctx.save_for_backward(gradient)
+        return loss.detach().clone()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output: Tensor) -> tuple[Tensor | None, None, None]:
+        (gradient,) = ctx.saved_tensors
+        return (grad_output * gradient if ctx.needs_input_grad[0] else None), None, None
+
+
+def _raise_on_bad_values(
+    terms: RowTerms, lengths: Tensor, advantages: Tensor, log_probs: Tensor, behavior_log_probs: Tensor,
+    action_mask: Tensor,
+) -> None:
+    """The value checks of ``validate=True``, folded into the token pass and read with one host sync.
+
+    When an input is bad the named checks of :mod:`flashsim.losses._checks` run again, in their
+    documented order, to raise the error that names the first problem.
+    """
+    bad_input = terms.bad_values.any() | (lengths == 0).any() | ~torch.isfinite(advantages).all()
+    bad_input, overflow = torch.stack([bad_input, terms.overflow.any()]).tolist()
+    if bad_input:
         checks.check_nonempty_rows(action_mask)
         checks.check_values("log_probs", log_probs, action_mask)
         checks.check_values("behavior_log_probs", behavior_log_probs, action_mask)
         checks.check_finite_vector("advantages", advantages)
-
-    dtype = checks.compute_dtype(log_probs.dtype)
-    log_probs, behavior_log_probs = log_probs.to(dtype), behavior_log_probs.to(dtype)
-    advantages = advantages.detach().to(dtype)
-    log_ratio, num_clamped = log_importance_ratio(
-        log_probs, behavior_log_probs, action_mask, clamp=log_ratio_clamp
-    )
-    ratio = torch.exp(log_ratio)
-    token_kl = sampled_action_kl(log_probs, behavior_log_probs, action_mask)
-    sequence_kl = sequence_mean(token_kl, action_mask)
-
-    if correction == "ppo_clip":
-        high = clip_eps if clip_eps_high is None else clip_eps_high
-        clamped_log_probs = log_probs if log_ratio_clamp is None else _clamp_towards(
-            log_probs, behavior_log_probs, log_ratio_clamp
-        )
-        objective, clipped = ppo_clip_surrogate(
-            clamped_log_probs, behavior_log_probs, advantages, action_mask, clip_eps, high
-        )
-        admitted, kept = torch.ones_like(sequence_kl, dtype=torch.bool), action_mask
-    else:
-        weights, admitted, kept, clipped = _reinforce_weights(
-            correction, ratio, token_kl, sequence_kl, action_mask, delta, importance_sampling,
-            tis_cap, ratio_bounds,
-        )
-        coefficient = weights * advantages[:, None]
-        objective = torch.where(kept, coefficient * log_probs, torch.zeros_like(log_probs))
-    if validate and not bool(torch.isfinite(ratio[kept]).all()):
+        raise AssertionError("the token pass flagged a bad value that the checks did not find")
+    if overflow:
         raise FloatingPointError(
             "an importance ratio π/μ overflowed on an admitted token (log-ratio too large); pass "
             "log_ratio_clamp=30.0 to clamp it, or check that behavior_log_probs belong to these tokens"
         )
-    loss = -aggregate(
-        objective, action_mask, aggregation,
-        num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens,
-    )
-    stats = _stats(loss, advantages, sequence_kl, admitted, kept, clipped, ratio, action_mask, num_clamped)
-    return loss, stats
 
 
-def _reinforce_weights(
-    correction: str, ratio: Tensor, token_kl: Tensor, sequence_kl: Tensor, action_mask: Tensor,
-    delta: float, importance_sampling: bool, tis_cap: float, ratio_bounds: tuple[float, float],
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Detached weights [B, T], admitted [B], kept [B, T] and clipped [B, T] of a REINFORCE correction."""
-    weights = ratio if importance_sampling else torch.ones_like(ratio)
-    admitted = torch.ones_like(sequence_kl, dtype=torch.bool)
-    kept, clipped = action_mask, torch.zeros_like(action_mask)
-    if correction == "sequence_gate":
-        admitted = sequence_gate(sequence_kl, delta)
-        kept = action_mask & admitted[:, None]
-    elif correction == "token_gate":
-        kept = token_gate(token_kl, action_mask, delta)
-    elif correction == "truncated_is":
-        weights, capped = truncated_is_weights(ratio, tis_cap)
-        clipped = action_mask & capped
-    elif correction == "ratio_mask":
-        kept = ratio_bound_mask(ratio, action_mask, *ratio_bounds)
-    return weights, admitted, kept, clipped
-
-
-def _clamp_towards(log_probs: Tensor, behavior_log_probs: Tensor, bound: float) -> Tensor:
-    """log π with log π − log μ clamped to ±bound (gradient zero where clamped, as under a PPO clip)."""
-    behavior = behavior_log_probs.detach()
-    return behavior + (log_probs - behavior).clamp(-bound, bound)
-
-
-def _stats(
-    loss: Tensor, advantages: Tensor, sequence_kl: Tensor, admitted: Tensor, kept: Tensor,
-    clipped: Tensor, ratio: Tensor, action_mask: Tensor, num_clamped: Tensor,
-) -> dict[str, Tensor]:
-    num_tokens = action_mask.sum().to(ratio.dtype)
-    ess = effective_sample_size(ratio, action_mask)
+def _stats(loss: Tensor, advantages: Tensor, terms: RowTerms, kept: Tensor, lengths: Tensor) -> dict[str, Tensor]:
+    dtype = advantages.dtype
+    num_tokens = lengths.sum().to(dtype)
+    ratio_sum = terms.ratio_sum.sum()
+    ess = ratio_sum**2 / terms.ratio_square_sum.sum()  # Kish's ESS (Σw)² / Σw², as effective_sample_size
     return {
         "loss": loss.detach(),
         "advantages": advantages,
-        "sequence_kl": sequence_kl,
-        "admitted": admitted,
+        "sequence_kl": terms.sequence_kl,
+        "admitted": terms.admitted,
         "token_kept": kept,
-        "acceptance_rate": admitted.to(ratio.dtype).mean(),
-        "token_acceptance_rate": kept.sum().to(ratio.dtype) / num_tokens,
+        "acceptance_rate": terms.admitted.to(dtype).mean(),
+        "token_acceptance_rate": terms.kept.sum().to(dtype) / num_tokens,
         "ess": ess,
         "ess_fraction": ess / num_tokens,
-        "clip_fraction": clipped.sum().to(ratio.dtype) / num_tokens,
-        "ratio_min": masked(ratio, action_mask, math.inf).min(),
-        "ratio_mean": masked(ratio, action_mask).sum() / num_tokens,
-        "ratio_max": masked(ratio, action_mask, -math.inf).max(),
-        "num_log_ratio_clamped": num_clamped,
+        "clip_fraction": terms.clipped.sum().to(dtype) / num_tokens,
+        "ratio_min": terms.ratio_min.min(),
+        "ratio_mean": ratio_sum / num_tokens,
+        "ratio_max": terms.ratio_max.max(),
+        "num_log_ratio_clamped": terms.clamped.sum(),
     }
 
 

@@ -1,0 +1,223 @@
+"""The loss's fast path: one token pass computes the gradient in closed form, autograd only multiplies.
+
+``policy_loss`` hands autograd a gradient computed together with the loss (``ClosedFormGradient``) and
+evaluates the Bernoulli KL from log-probs with fewer transcendental functions. These tests pin that
+down against the obvious implementation: every correction and aggregation written op by op with plain
+PyTorch autograd (``plain_autograd_loss`` below, straight from DESIGN.md) must give the same loss and
+gradient to 1e-12 in float64; ``torch.autograd.gradcheck`` must accept the Function wherever the loss's
+value and its gradient are consistent; and the helpers must match what they replace, bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import flashsim.losses._token_pass as token_pass
+from flashsim.losses import AGGREGATIONS, CORRECTIONS, bernoulli_kl, policy_loss, sampled_action_kl, sequence_mean
+from flashsim.losses.policy_loss import ClosedFormGradient
+from flashsim.losses.trust_region import bernoulli_kl_of_log_probs, select_or_zero, selection_bits
+from flashsim.testing import random_loss_batch
+
+TIGHT = {"rtol": 1e-12, "atol": 1e-15}
+DELTA, CLIP, TIS_CAP, BAND = 4e-3, 0.2, 1.2, (0.8, 1.25)
+
+
+def plain_autograd_loss(log_probs, behavior, mask, advantages, *, correction, aggregation, importance_sampling=True):
+    """DESIGN.md's formula op by op: ratio, KL, gate or clip, aggregation weights, loss (autograd does ∇)."""
+    lp = torch.where(mask, log_probs, 0.0)
+    blp = torch.where(mask, behavior, 0.0)
+    ratio = torch.exp(lp.detach() - blp)
+    token_kl = torch.where(mask, bernoulli_kl(torch.exp(blp), torch.exp(lp.detach())), 0.0)
+    lengths = mask.sum(dim=1).to(lp.dtype)
+    batch = mask.shape[0]
+    outer = {
+        "sample_mean": 1 / (lengths * batch), "token_mean": torch.ones(batch, dtype=lp.dtype) / lengths.sum(),
+        "seq_mean_token_sum": torch.ones(batch, dtype=lp.dtype) / batch,
+        "seq_mean_token_sum_norm": torch.ones(batch, dtype=lp.dtype) / (batch * mask.shape[1]),
+    }[aggregation][:, None]
+    adv = advantages[:, None]
+    if correction == "ppo_clip":
+        ratio = torch.exp(lp - blp)  # PPO's ratio carries the gradient
+        surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - CLIP, 1 + CLIP) * adv)
+        return -torch.where(mask, surrogate * outer, 0.0).sum()
+    weight = ratio if importance_sampling else torch.ones_like(ratio)
+    keep = mask
+    if correction == "sequence_gate":
+        keep = mask & ((token_kl.sum(dim=1) / lengths) <= DELTA)[:, None]
+    elif correction == "token_gate":
+        keep = mask & (token_kl <= DELTA)
+    elif correction == "truncated_is":
+        weight = ratio.clamp(max=TIS_CAP)
+    elif correction == "ratio_mask":
+        keep = mask & (ratio >= BAND[0]) & (ratio <= BAND[1])
+    return -torch.where(keep, weight * adv * lp * outer, 0.0).sum()
+
+
+def library_loss(log_probs, behavior, mask, advantages, *, correction, aggregation, **options):
+    return policy_loss(
+        log_probs, behavior, mask, advantages, correction=correction, aggregation=aggregation, delta=DELTA,
+        clip_eps=CLIP, tis_cap=TIS_CAP, ratio_bounds=BAND, **options,
+    )
+
+
+def stale_batch(seed=0, batch_size=12, width=9, drift=0.5):
+    batch = random_loss_batch(torch.Generator().manual_seed(seed), batch_size=batch_size, width=width, drift=drift)
+    advantages = batch.rewards - batch.rewards.mean() + 0.1 * torch.arange(batch_size, dtype=torch.float64)
+    return batch, advantages
+
+
+def gradient_of(loss_fn, batch, advantages, **options):
+    leaf = batch.leaf()
+    loss = loss_fn(leaf, batch.behavior_log_probs, batch.action_mask, advantages, **options)
+    loss = loss[0] if isinstance(loss, tuple) else loss
+    (gradient,) = torch.autograd.grad(loss, leaf)
+    return loss.detach(), gradient
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+@pytest.mark.parametrize("correction", CORRECTIONS)
+def test_fast_path_equals_the_plain_autograd_formula_in_float64(correction, aggregation):
+    batch, advantages = stale_batch()
+    options = {"correction": correction, "aggregation": aggregation}
+    loss, gradient = gradient_of(library_loss, batch, advantages, **options)
+    expected_loss, expected_gradient = gradient_of(plain_autograd_loss, batch, advantages, **options)
+    assert_close(loss, expected_loss, **TIGHT)
+    assert_close(gradient, expected_gradient, **TIGHT)
+
+
+@pytest.mark.parametrize("correction", ["sequence_gate", "token_gate", "none", "ratio_mask"])
+def test_fast_path_equals_the_plain_formula_without_importance_sampling(correction):
+    batch, advantages = stale_batch(seed=1)
+    options = {"correction": correction, "aggregation": "sample_mean", "importance_sampling": False}
+    loss, gradient = gradient_of(library_loss, batch, advantages, **options)
+    expected_loss, expected_gradient = gradient_of(plain_autograd_loss, batch, advantages, **options)
+    assert_close(loss, expected_loss, **TIGHT)
+    assert_close(gradient, expected_gradient, **TIGHT)
+
+
+def test_the_test_batch_exercises_rejection_clipping_capping_and_padding_junk():
+    batch, advantages = stale_batch()
+    _, gate = library_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages,
+                           correction="sequence_gate", aggregation="sample_mean")
+    _, clip = library_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages,
+                           correction="ppo_clip", aggregation="sample_mean")
+    _, tis = library_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages,
+                          correction="truncated_is", aggregation="sample_mean")
+    assert 0 < int(gate["admitted"].sum()) < batch.batch_size
+    assert 0 < float(clip["clip_fraction"]) < 1 and 0 < float(tis["clip_fraction"]) < 1
+    assert not bool(torch.isfinite(batch.log_probs[~batch.action_mask]).all())
+
+
+def test_gradcheck_accepts_the_function_for_a_linear_loss():
+    torch.manual_seed(0)
+    coefficient = torch.randn(3, 5, dtype=torch.float64)
+
+    def loss(log_probs):
+        return ClosedFormGradient.apply(log_probs, (coefficient * log_probs).sum().detach(), coefficient)
+
+    assert torch.autograd.gradcheck(loss, (torch.randn(3, 5, dtype=torch.float64, requires_grad=True),))
+
+
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+@pytest.mark.parametrize(
+    "correction, options",
+    [
+        ("ppo_clip", {}),  # the ratio carries the gradient: value and gradient agree away from the clip's kinks
+        ("ppo_clip", {"log_ratio_clamp": 0.3}),
+        ("sequence_gate", {"importance_sampling": False}),  # without IS the loss is linear in log π
+        ("token_gate", {"importance_sampling": False}),
+        ("none", {"importance_sampling": False}),
+        ("ratio_mask", {"importance_sampling": False}),
+        ("truncated_is", {"tis_cap": 1e-3}),  # every ratio capped: the weight is the constant C
+    ],
+    ids=["ppo_clip", "ppo_clip-log-ratio-clamp", "sequence_gate", "token_gate", "none", "ratio_mask", "tis-capped"],
+)
+def test_gradcheck_accepts_the_loss_wherever_its_value_and_gradient_agree(correction, options, aggregation):
+    batch, advantages = stale_batch(seed=2, batch_size=5, width=4, drift=0.4)
+    behavior, mask = batch.behavior_log_probs, batch.action_mask
+
+    def loss(log_probs):
+        return policy_loss(log_probs, behavior, mask, advantages, correction=correction, aggregation=aggregation,
+                           delta=0.05, ratio_bounds=(0.7, 1.4), **options)[0]
+
+    assert torch.autograd.gradcheck(loss, (batch.leaf(),), eps=1e-7, atol=1e-9)
+
+
+def test_double_backward_is_refused_rather_than_silently_wrong():
+    batch, advantages = stale_batch()
+    leaf = batch.leaf()
+    loss, _ = policy_loss(leaf, batch.behavior_log_probs, batch.action_mask, advantages)
+    (gradient,) = torch.autograd.grad(loss, leaf, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
+        torch.autograd.grad(gradient.sum(), leaf)
+
+
+@pytest.mark.parametrize("correction", CORRECTIONS)
+def test_results_do_not_depend_on_how_the_rows_are_blocked(correction, monkeypatch):
+    batch, advantages = stale_batch(batch_size=11)
+    runs = []
+    for slots in (token_pass.CPU_BLOCK_SLOTS, 1, 2 * batch.width, 5 * batch.width):
+        monkeypatch.setattr(token_pass, "CPU_BLOCK_SLOTS", slots)
+        leaf = batch.leaf()
+        loss, stats = policy_loss(leaf, batch.behavior_log_probs, batch.action_mask, advantages, correction=correction)
+        loss.backward()
+        runs.append((loss.detach(), leaf.grad, stats))
+    for loss, gradient, stats in runs[1:]:
+        assert torch.equal(loss, runs[0][0]) and torch.equal(gradient, runs[0][1])
+        for key, value in stats.items():
+            assert_close(value, runs[0][2][key], rtol=0, atol=0, equal_nan=True, msg=key)
+
+
+def test_a_row_without_policy_tokens_adds_nothing_when_validation_is_off():
+    batch, advantages = stale_batch()
+    mask = batch.action_mask.clone()
+    mask[3] = False
+    leaf = batch.leaf()
+    loss, stats = policy_loss(leaf, batch.behavior_log_probs, mask, advantages, validate=False)
+    loss.backward()
+    assert torch.isfinite(loss) and bool(torch.isfinite(leaf.grad).all())
+    assert torch.equal(leaf.grad[3], torch.zeros_like(leaf.grad[3]))
+    assert math.isnan(float(stats["sequence_kl"][3]))
+
+
+def test_an_overflowing_ratio_on_a_rejected_trajectory_gives_it_zero_gradient():
+    """The gate must shield the update from a trajectory it rejects, even one whose ratio is inf."""
+    batch, advantages = stale_batch()
+    behavior = batch.behavior_log_probs.clone()
+    row, token = 0, int(batch.action_mask[0].nonzero()[0])
+    behavior[row, token] = batch.log_probs[row, token] - 800.0  # ρ = e^800 = inf, KL huge: rejected
+    leaf = batch.leaf()
+    loss, stats = policy_loss(leaf, behavior, batch.action_mask, advantages)
+    loss.backward()
+    assert not bool(stats["admitted"][row]) and torch.isfinite(loss)
+    assert torch.equal(leaf.grad[row], torch.zeros_like(leaf.grad[row]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_select_or_zero_is_torch_where_bit_for_bit(dtype):
+    values = torch.tensor([[1.5, math.nan, -math.inf, -0.0], [math.inf, -2.0, 3e-40, 7.0]], dtype=dtype)
+    keep = torch.tensor([[True, False, False, True], [False, True, True, False]])
+    expected = torch.where(keep, values, 0.0)
+    bits = selection_bits(keep, dtype)
+    assert torch.equal(select_or_zero(values, bits).view(bits.dtype), expected.view(bits.dtype))  # −0.0 too
+    rows = torch.tensor([True, False])  # one word per row, broadcast over the tokens
+    got = select_or_zero(values, selection_bits(rows, dtype)[:, None])
+    assert torch.equal(got.view(bits.dtype), torch.where(rows[:, None], values, 0.0).view(bits.dtype))
+
+
+def test_the_log_domain_kl_matches_bernoulli_kl_including_the_clamped_ends():
+    grid = torch.tensor([1e-9, 1e-6, 3e-4, 0.1, 0.5, 0.9, 0.999, 1 - 1e-6, 1 - 1e-9, 1.0], dtype=torch.float64)
+    p, q = torch.meshgrid(grid, grid, indexing="ij")
+    assert_close(bernoulli_kl_of_log_probs(p.log(), q.log()), bernoulli_kl(p, q), rtol=1e-9, atol=1e-14)
+    assert torch.equal(bernoulli_kl_of_log_probs(p.log(), p.log()), torch.zeros_like(p))
+
+
+def test_sampled_action_kl_and_sequence_mean_reproduce_the_loss_stats_exactly():
+    batch, advantages = stale_batch(batch_size=7)
+    _, stats = policy_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages)
+    token_kl = sampled_action_kl(batch.log_probs, batch.behavior_log_probs, batch.action_mask)
+    assert torch.equal(sequence_mean(token_kl, batch.action_mask), stats["sequence_kl"])
