@@ -1,7 +1,7 @@
 """Figures of a gradient-variance sweep (matplotlib, Agg backend, PNG files).
 
 * :func:`plot_metrics` — variance, bias, cosine and SNR against the lag or the rollout budget, one
-  line per estimator (and group size), with the bootstrap intervals as error bars;
+  line per estimator (and group size), with the bootstrap intervals as vertical bars;
 * :func:`plot_split` — the between-prompt / within-prompt split of the variance as stacked bars.
 
 Rows are the flat dicts of :func:`flashsim.variance.sweep.run_sweep`.
@@ -55,13 +55,11 @@ def plot_metrics(rows: Sequence[Row], path: Path | str, *, x: str = "lag", title
         xs = [row[key_x] for row in members]
         for axis, (key, name, scale) in zip(axes.flat, PANELS):
             ys = [float(row[key]) for row in members]
-            errors = None
-            if f"{key}_ci_low" in members[0]:
-                errors = [
-                    [max(0.0, y - float(row[f"{key}_ci_low"])) for y, row in zip(ys, members)],
-                    [max(0.0, float(row[f"{key}_ci_high"]) - y) for y, row in zip(ys, members)],
-                ]
-            axis.errorbar(xs, ys, yerr=errors, marker="o", color=f"C{index}", label=label, capsize=3, linewidth=1.3)
+            axis.plot(xs, ys, marker="o", color=f"C{index}", label=label, linewidth=1.3)
+            if f"{key}_ci_low" in members[0]:  # basic bootstrap intervals need not contain the point
+                lows = [float(row[f"{key}_ci_low"]) for row in members]
+                highs = [float(row[f"{key}_ci_high"]) for row in members]
+                axis.vlines(xs, lows, highs, color=f"C{index}", alpha=0.6, linewidth=2)
             axis.set_title(name, fontsize=10)
             axis.set_yscale(scale)
             axis.set_xlabel(label_x)

@@ -72,7 +72,7 @@ class GradientReport:
     confidence: float
     """Level of the bootstrap intervals (e.g. 0.95)."""
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """Percentile cluster-bootstrap intervals ``(low, high)`` by statistic name (empty without bootstrap)."""
+    """Basic cluster-bootstrap intervals ``(low, high)`` by statistic name (empty without bootstrap)."""
 
     def to_dict(self, include_vectors: bool = False) -> dict[str, object]:
         """Flat, namespaced values (``config/…``, ``grad/…``, ``trust/…``), with ``…_ci_low``/``…_ci_high``.

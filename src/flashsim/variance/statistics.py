@@ -19,9 +19,13 @@ else, for the exact gradient g:
     scale c* = mean ĝ·g / mean ‖ĝ‖² (argmin_c mean ‖c ĝ − g‖²);   scaled_mse = mean ‖c* ĝ − g‖²
     relative_scaled_mse = scaled_mse / ‖g‖² = 1 − (mean ĝ·g)² / (mean ‖ĝ‖² ‖g‖²)  ∈ [0, 1]
 
-Confidence intervals are percentile intervals of a bootstrap that resamples whole prompt draws
-(clusters) with replacement, since the r batches of a draw are correlated (Davison & Hinkley,
-*Bootstrap Methods*, 1997, §3.8). All bootstrap replicates come from one matrix product.
+Confidence intervals come from a bootstrap that resamples whole prompt draws (clusters) with
+replacement, since the r batches of a draw are correlated (Davison & Hinkley, *Bootstrap Methods*,
+1997, §3.8), and are *basic* (pivotal) intervals ``[2θ̂ − q_high, 2θ̂ − q_low]`` (ibid. §5.2): the norms
+and cosines of a noisy mean (bias_norm, cosine_of_mean, snr) are biased by the noise of ḡ, the
+bootstrap replicates carry that bias once more, and the basic interval subtracts it — so for those
+statistics the interval is centred on a bias-corrected value and need not contain θ̂. All bootstrap
+replicates come from one matrix product.
 
 Glossary: M batches, D prompt draws, r replicates per draw, P parameters, R bootstrap resamples.
 """
@@ -122,7 +126,7 @@ def gradient_statistics(
     directions: Tensor, true_gradient: Tensor, *, replicates: int, resamples: int, confidence: float,
     generator: torch.Generator,
 ) -> tuple[dict[str, float], dict[str, tuple[float, float]], Tensor]:
-    """Point estimates, percentile bootstrap intervals and the mean direction.
+    """Point estimates, basic cluster-bootstrap intervals and the mean direction.
 
     Shape:
         directions ``[D·r, P]`` float64 (batch ``i·r + j`` is replicate j of draw i); true_gradient ``[P]``.
@@ -141,5 +145,5 @@ def gradient_statistics(
         levels = torch.tensor([tail, 1 - tail], dtype=torch.float64)
         for name in INTERVAL_STATISTICS:
             low, high = torch.nanquantile(replicated[name], levels).tolist()
-            intervals[name] = (low, high)
+            intervals[name] = (2 * point[name] - high, 2 * point[name] - low)
     return point, intervals, summaries["mean"]
