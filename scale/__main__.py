@@ -1,0 +1,7 @@
+"""``python -m scale``: see :mod:`scale.cli`."""
+
+import sys
+
+from scale.cli import main
+
+sys.exit(main())

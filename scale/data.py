@@ -1,0 +1,195 @@
+"""Prompt data: the bundled synthetic arithmetic task, loaders for the user's own files, a resumable stream.
+
+A :class:`PromptExample` is one verifiable prompt: ``prompt`` (text, or a list of chat messages),
+``answer`` (the reference the reward function checks against), an ``id``, and for the synthetic task a
+``solution`` (the demonstration used by the supervised warm-up).
+
+The synthetic task ("12+7=" → "19") is generated from a seed; train and test prompts are disjoint. A
+chosen share of its demonstrations use the calculator: ``<calc>12+7</calc>``, then the tool's
+``<out>19</out>``, then the answer ``19``; the others state ``19`` directly.
+
+User files (``.jsonl``, ``.json`` lines, ``.parquet``) may use either form:
+``{"prompt": ..., "answer": ...}`` (aliases: ``question``/``problem`` and ``solution``/
+``ground_truth``; GSM8K's ``"... #### 42"`` answers are fine, the reward extracts the final number),
+or chat ``{"messages": [{"role": "user", "content": ...}, ...], "answer": ...}`` where the answer
+defaults to the last assistant message.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PROMPT_KEYS = ("prompt", "question", "problem")
+ANSWER_KEYS = ("answer", "solution", "ground_truth")
+_APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+@dataclass(frozen=True)
+class PromptExample:
+    """One verifiable prompt. ``solution`` is the demonstration completion (synthetic task only)."""
+
+    prompt: str | tuple[dict[str, str], ...]
+    answer: str
+    id: str
+    solution: str | None = None
+
+
+def _operand_pairs(rng: np.random.Generator, count: int, max_operand: int, operations: str) -> list:
+    """``count`` distinct (a, op, b) triples with 0 ≤ a, b ≤ max_operand (fewer if the space is small)."""
+    space = (max_operand + 1) ** 2 * len(operations)
+    if count > space:
+        raise ValueError(f"asked for {count} distinct problems but only {space} exist; raise max_operand")
+    flat = rng.choice(space, size=count, replace=False)
+    per_op = (max_operand + 1) ** 2
+    return [(int(f % per_op // (max_operand + 1)), operations[f // per_op], int(f % (max_operand + 1))) for f in flat]
+
+
+def arithmetic_task(
+    *,
+    seed: int,
+    num_train: int,
+    num_test: int,
+    max_operand: int = 99,
+    operations: str = "+",
+    tool_fraction: float = 0.0,
+) -> tuple[list[PromptExample], list[PromptExample]]:
+    """The synthetic task: ``"a+b="`` → the integer result; disjoint train and test prompts.
+
+    Args:
+        seed: seeds the problem draw (same seed → same split).
+        num_train, num_test: number of distinct problems in each split.
+        max_operand: operands are drawn uniformly from 0..max_operand.
+        operations: characters among ``+-*``.
+        tool_fraction: share of solutions that call the calculator (``<calc>a*b</calc><out>c</out>c``);
+            the others state the number directly. Which ones is drawn from ``seed`` too.
+
+    >>> train, test = arithmetic_task(seed=0, num_train=3, num_test=2, max_operand=9)
+    >>> train[0].prompt, train[0].answer, train[0].solution
+    ('6+1=', '7', '7')
+    """
+    if not 0.0 <= tool_fraction <= 1.0:
+        raise ValueError(f"tool_fraction must be in [0, 1]; got {tool_fraction}")
+    if not operations or set(operations) - set("+-*"):
+        raise ValueError(f"operations must be a non-empty string over '+-*'; got {operations!r}")
+    if num_train < 1 or num_test < 0:
+        raise ValueError(f"need num_train ≥ 1 and num_test ≥ 0; got {num_train}, {num_test}")
+    rng = np.random.default_rng(seed)
+    triples = _operand_pairs(rng, num_train + num_test, max_operand, operations)
+    uses_tool = rng.random(len(triples)) < tool_fraction
+    examples = []
+    for index, (a, op, b) in enumerate(triples):
+        expression = f"{a}{op}{b}"
+        answer = str(_APPLY[op](a, b))
+        solution = f"<calc>{expression}</calc><out>{answer}</out>{answer}" if uses_tool[index] else answer
+        examples.append(PromptExample(prompt=f"{expression}=", answer=answer, id=f"arith-{seed}-{index}",
+                                      solution=solution))
+    return examples[:num_train], examples[num_train:]
+
+
+def _example_from_record(record: dict[str, Any], index: int, source: str) -> PromptExample:
+    """Turn one JSON/parquet record (prompt/answer or chat-messages form) into a :class:`PromptExample`."""
+    answer = next((record[k] for k in ANSWER_KEYS if record.get(k) is not None), None)
+    if "messages" in record and record["messages"] is not None:
+        messages = [dict(m) for m in record["messages"]]
+        if answer is None and messages and messages[-1].get("role") == "assistant":
+            answer = messages[-1]["content"]
+        while messages and messages[-1].get("role") == "assistant":
+            messages.pop()
+        if not messages:
+            raise ValueError(f"{source} record {index}: 'messages' holds no user turn")
+        prompt: Any = tuple(messages)
+    else:
+        prompt = next((record[k] for k in PROMPT_KEYS if record.get(k) is not None), None)
+        if prompt is None:
+            raise ValueError(
+                f"{source} record {index}: expected one of {PROMPT_KEYS} or 'messages'; got keys {sorted(record)}"
+            )
+        if isinstance(prompt, list):
+            prompt = tuple(dict(m) for m in prompt)
+    if answer is None:
+        raise ValueError(f"{source} record {index}: expected one of {ANSWER_KEYS}; got keys {sorted(record)}")
+    return PromptExample(prompt=prompt, answer=str(answer), id=str(record.get("id", f"{source}:{index}")))
+
+
+def load_prompts(path: str | Path) -> list[PromptExample]:
+    """Read prompts from ``.jsonl`` / ``.json`` (one object per line, or a list) or ``.parquet``."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"prompt file {str(path)!r} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        records = pq.read_table(path).to_pylist()
+    elif suffix in (".jsonl", ".json"):
+        text = path.read_text()
+        stripped = text.lstrip()
+        if stripped.startswith("["):
+            records = json.loads(text)
+        else:
+            records = []
+            for line_number, line in enumerate(text.splitlines(), start=1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError as error:
+                        raise ValueError(f"{path}:{line_number}: not valid JSON ({error.msg})") from error
+    else:
+        raise ValueError(f"prompt file must end in .jsonl, .json or .parquet; got {str(path)!r}")
+    if not records:
+        raise ValueError(f"prompt file {str(path)!r} holds no records")
+    return [_example_from_record(r, i, path.name) for i, r in enumerate(records)]
+
+
+class PromptStream:
+    """Thread-safe, resumable stream of prompts: a fresh seeded permutation each epoch.
+
+    The position ``(epoch, index)`` is the whole state, so resuming needs only :meth:`state_dict`.
+
+    >>> stream = PromptStream([PromptExample("1+1=", "2", "a"), PromptExample("2+2=", "4", "b")], seed=0)
+    >>> [e.id for e in stream.take(3)]
+    ['a', 'b', 'a']
+    """
+
+    def __init__(self, examples: Sequence[PromptExample], seed: int) -> None:
+        if not examples:
+            raise ValueError("PromptStream needs at least one example")
+        self.examples = list(examples)
+        self.seed = seed
+        self.epoch, self.index = 0, 0
+        self._lock = threading.Lock()
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self.examples))
+
+    def take(self, count: int) -> list[PromptExample]:
+        """The next ``count`` prompts (crossing epoch boundaries as needed)."""
+        with self._lock:
+            out = []
+            for _ in range(count):
+                if self.index == len(self.examples):
+                    self.epoch, self.index = self.epoch + 1, 0
+                    self._order = self._permutation(self.epoch)
+                out.append(self.examples[self._order[self.index]])
+                self.index += 1
+            return out
+
+    def state_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {"epoch": self.epoch, "index": self.index, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        with self._lock:
+            if state["seed"] != self.seed:
+                raise ValueError(f"checkpoint stream seed {state['seed']} differs from configured {self.seed}")
+            self.epoch, self.index = int(state["epoch"]), int(state["index"])
+            self._order = self._permutation(self.epoch)

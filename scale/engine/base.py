@@ -1,0 +1,117 @@
+"""The rollout-engine interface: what every engine (transformers, vLLM) offers the training loop.
+
+An engine holds a copy of the policy's weights tagged with a **version** (the learner update that
+produced them) and turns token-id prompts into :class:`Trajectory` objects that carry, for every
+generated token, the log-probability under the distribution it was **actually sampled from** (the
+behaviour policy μ). The learner never recomputes these; FlashREINFORCE's importance ratios and gate
+compare them with the current policy.
+
+Full-support sampling (temperature only, ``top_p = 1``, ``top_k = 0``) is the default. Truncating
+samplers (top-p, top-k, greedy) sample from a distribution whose support differs from the policy's, so
+the ratio π/μ is biased (and undefined where μ = 0); :class:`SamplingParams` refuses them unless
+``allow_truncated_sampling=True`` (evaluation uses that for greedy decoding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+FINISH_REASONS = ("eos", "stop", "length")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample. ``temperature = 0`` means greedy (a truncating sampler).
+
+    Args:
+        max_new_tokens: the most tokens generated per call (per trajectory, tool outputs included).
+        temperature: τ ≥ 0; tokens are drawn from softmax(logits / τ).
+        top_p: nucleus mass in (0, 1]; 1 keeps the full support.
+        top_k: keep the k most likely tokens; 0 keeps all.
+        stop: strings that end generation (the stop string stays in the output; finish reason "stop").
+        allow_truncated_sampling: permit top_p < 1, top_k > 0 or τ = 0 (biases importance ratios).
+    """
+
+    max_new_tokens: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: tuple[str, ...] = ()
+    allow_truncated_sampling: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be ≥ 1; got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be ≥ 0; got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1]; got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be ≥ 0 (0 disables it); got {self.top_k}")
+        if self.is_truncated and not self.allow_truncated_sampling:
+            raise ValueError(
+                f"truncating sampler (temperature={self.temperature}, top_p={self.top_p}, top_k={self.top_k}) "
+                "refused: it samples outside the policy's support and biases the importance ratio; "
+                "use temperature > 0, top_p=1, top_k=0, or set allow_truncated_sampling=True"
+            )
+        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
+            raise ValueError(f"stop must be a tuple of non-empty strings; got {self.stop!r}")
+
+    @property
+    def is_truncated(self) -> bool:
+        """True if the sampler does not draw from the full tempered softmax."""
+        return self.temperature == 0 or self.top_p < 1 or self.top_k > 0
+
+
+@dataclass
+class Trajectory:
+    """One generated completion and what the learner needs about it.
+
+    ``token_ids``, ``action_mask`` and ``log_probs`` are aligned: ``action_mask[t]`` is False for tokens
+    the policy did not choose (tool outputs), whose ``log_probs[t]`` is 0.0 and unused. ``version`` is
+    the engine's weight version at sampling (the oldest one if the turns of a multi-turn trajectory
+    used several); policy lag = learner version at the update that consumes it − ``version``.
+    """
+
+    prompt_ids: list[int]
+    token_ids: list[int]
+    action_mask: list[bool]
+    log_probs: list[float]
+    finish_reason: str
+    version: int
+    num_tool_calls: int = 0
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not len(self.token_ids) == len(self.action_mask) == len(self.log_probs):
+            raise ValueError(
+                f"token_ids, action_mask, log_probs must align; got lengths {len(self.token_ids)}, "
+                f"{len(self.action_mask)}, {len(self.log_probs)}"
+            )
+        if self.finish_reason not in FINISH_REASONS:
+            raise ValueError(f"finish_reason must be one of {FINISH_REASONS}; got {self.finish_reason!r}")
+
+    @property
+    def num_actions(self) -> int:
+        """Number of policy tokens (T_i)."""
+        return sum(self.action_mask)
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """A sampler of trajectories from a versioned copy of the policy."""
+
+    @property
+    def version(self) -> int:
+        """Version of the weights the next :meth:`generate` call samples from."""
+        ...
+
+    def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Trajectory]:
+        """One trajectory per prompt (token-id lists), in order."""
+        ...
+
+    def update_weights(self, weights: Any, version: int) -> None:
+        """Publish new weights (a ``state_dict`` or a model); later :meth:`generate` calls use them."""
+        ...

@@ -1,0 +1,147 @@
+"""Where the learner's batches come from: a synchronous collector, or asynchronous rollout workers.
+
+Both offer ``next_batch(num_trajectories) -> (rollouts, info)`` and ``publish(model, version)``.
+
+**Synchronous** (:class:`SyncRollouts`): generate the batch with the current weights, then update —
+every trajectory is on-policy (lag 0) and the learner and engine take turns.
+
+**Asynchronous** (:class:`AsyncRollouts`): ``num_workers`` threads, each with its own engine, loop
+``take prompts → generate → score → put groups on a bounded queue`` while the learner trains. A worker
+blocks when the queue is full, so the policy lag is set by the queue capacity plus the groups in
+flight: a trajectory sampled with weight version v and consumed by the update that starts from
+version k has lag ``k − v``, measured per trajectory and logged. Published weights reach a worker's
+engine at its next call. (Threads suffice on CPU: torch releases the GIL inside its kernels.)
+
+Left out on purpose: processes/Ray placement and data-parallel learners — the same two methods are
+the seam where they plug in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from scale.data import PromptStream
+from scale.engine.base import RolloutEngine
+from scale.learner import Rollout
+from scale.rollout import RolloutSettings, collect
+from scale.tokenizer import Tokenizer
+
+_POLL_SECONDS = 0.05
+
+
+class SyncRollouts:
+    """Generate each batch on demand with the newest weights (lag 0)."""
+
+    def __init__(self, engine: RolloutEngine, tokenizer: Tokenizer, stream: PromptStream,
+                 settings: RolloutSettings, group_counter: itertools.count) -> None:
+        self.engines = [engine]
+        self.tokenizer, self.stream, self.settings, self.group_counter = tokenizer, stream, settings, group_counter
+
+    def next_batch(self, num_trajectories: int) -> tuple[list[Rollout], dict[str, float]]:
+        examples = self.stream.take(num_trajectories // self.settings.group_size)
+        groups, dropped = collect(self.engines[0], self.tokenizer, examples, self.settings, self.group_counter)
+        return [r for g in groups for r in g], {"rollout/dropped": float(dropped), "time/wait_s": 0.0}
+
+    def publish(self, model: Any, version: int) -> None:
+        self.engines[0].update_weights(model, version)
+
+    def close(self) -> None:
+        pass
+
+
+class _Worker(threading.Thread):
+    """Loops take → generate → score → put until stopped; keeps the first exception for the learner."""
+
+    def __init__(self, owner: AsyncRollouts, engine: RolloutEngine, index: int) -> None:
+        super().__init__(name=f"rollout-worker-{index}", daemon=True)
+        self.owner, self.engine = owner, engine
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        owner = self.owner
+        try:
+            while not owner.stopping.is_set():
+                examples = owner.stream.take(owner.prompts_per_call)
+                groups, dropped = collect(self.engine, owner.tokenizer, examples, owner.settings, owner.group_counter)
+                with owner.lock:
+                    owner.dropped += dropped
+                for group in groups:
+                    while not owner.stopping.is_set():
+                        try:
+                            owner.queue.put(group, timeout=_POLL_SECONDS)
+                            break
+                        except queue.Full:
+                            continue
+        except BaseException as error:  # surfaced in the learner thread by next_batch
+            self.error = error
+
+
+class AsyncRollouts:
+    """Rollout worker threads feeding a bounded queue of prompt groups.
+
+    Args:
+        engines: one engine per worker (engines are not shared between threads).
+        tokenizer, stream, settings, group_counter: as in :func:`scale.rollout.collect`.
+        prompts_per_call: prompts per engine call.
+        queue_size: queue capacity in groups.
+    """
+
+    def __init__(self, engines: Sequence[RolloutEngine], tokenizer: Tokenizer, stream: PromptStream,
+                 settings: RolloutSettings, group_counter: itertools.count, *, prompts_per_call: int,
+                 queue_size: int) -> None:
+        self.engines = list(engines)
+        self.tokenizer, self.stream, self.settings, self.group_counter = tokenizer, stream, settings, group_counter
+        self.prompts_per_call = prompts_per_call
+        self.queue: queue.Queue[list[Rollout]] = queue.Queue(maxsize=queue_size)
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.dropped = 0
+        self.workers = [_Worker(self, engine, i) for i, engine in enumerate(self.engines)]
+        for worker in self.workers:
+            worker.start()
+
+    def _check_workers(self) -> None:
+        for worker in self.workers:
+            if worker.error is not None:
+                self.close()
+                raise worker.error
+        if not any(w.is_alive() for w in self.workers):
+            raise RuntimeError("all rollout workers stopped without an error")
+
+    def next_batch(self, num_trajectories: int) -> tuple[list[Rollout], dict[str, float]]:
+        """Groups from the queue until at least ``num_trajectories`` trajectories (whole groups)."""
+        rollouts: list[Rollout] = []
+        start = time.perf_counter()
+        while len(rollouts) < num_trajectories:
+            try:
+                rollouts += self.queue.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                self._check_workers()
+        with self.lock:
+            dropped, self.dropped = self.dropped, 0
+        return rollouts, {"rollout/dropped": float(dropped), "time/wait_s": time.perf_counter() - start,
+                          "loop/queue_depth": float(self.queue.qsize())}
+
+    def publish(self, model: Any, version: int) -> None:
+        for engine in self.engines:
+            engine.update_weights(model, version)
+
+    def close(self) -> None:
+        """Stop the workers (they finish their current engine call) and drop what is queued."""
+        self.stopping.set()
+        while any(w.is_alive() for w in self.workers):
+            try:
+                self.queue.get_nowait()
+            except queue.Empty:
+                time.sleep(_POLL_SECONDS)
+
+
+def lag_metrics(rollouts: Sequence[Rollout], learner_version: int) -> dict[str, float]:
+    """Policy lag ``k − v`` of each trajectory consumed by the update starting from version ``k``."""
+    lags = [learner_version - r.trajectory.version for r in rollouts]
+    return {"lag/mean": sum(lags) / len(lags), "lag/max": float(max(lags)), "lag/min": float(min(lags))}

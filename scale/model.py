@@ -1,0 +1,106 @@
+"""Models: the tiny Llama-style CPU model built from a config, or a pretrained one (``--model``).
+
+Everything ``scale`` needs from a causal LM is the Hugging Face surface: ``model.base_model`` (the
+decoder returning ``last_hidden_state``), ``model.get_output_embeddings()`` (the LM head, a ``Linear``
+whose rows are the vocabulary), and incremental decoding with a KV cache. Models that post-process
+their logits (soft-capping, logit scaling) are refused, because the chunked log-probs apply the LM head
+themselves and would silently disagree with the engine.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from scale.tokenizer import CharTokenizer, HFTokenizer
+
+_LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "output_multiplier_scale")
+
+
+def build_tiny_model(
+    tokenizer: CharTokenizer,
+    *,
+    hidden_size: int = 128,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    intermediate_size: int = 256,
+    max_positions: int = 64,
+    seed: int = 0,
+) -> torch.nn.Module:
+    """A freshly initialised ``LlamaForCausalLM`` sized for CPU (no download).
+
+    Initialisation runs under a forked global RNG seeded with ``seed``, so the caller's RNG state is
+    untouched.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if hidden_size % num_heads:
+        raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
+    config = LlamaConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_id,
+        bos_token_id=tokenizer.bos_id,
+        eos_token_id=tokenizer.eos_id,
+        attn_implementation="sdpa",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model
+
+
+def load_pretrained(path_or_id: str, *, dtype: str = "auto", device: str = "cpu") -> tuple[Any, HFTokenizer]:
+    """A pretrained causal LM and its tokenizer (a local path, or a hub id the user asked for)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=torch_dtype).to(device)
+    check_supported(model)
+    return model, HFTokenizer(AutoTokenizer.from_pretrained(path_or_id))
+
+
+def check_supported(model: Any) -> None:
+    """Refuse models whose logits are not ``lm_head(last_hidden_state)``."""
+    for name in _LOGIT_POSTPROCESSING:
+        value = getattr(model.config, name, None)
+        if value not in (None, 1, 1.0):
+            raise ValueError(
+                f"model config has {name}={value}: scale's chunked log-probs apply the LM head directly "
+                "and do not reproduce this logit post-processing"
+            )
+    head = model.get_output_embeddings()
+    if not isinstance(head, torch.nn.Linear):
+        raise ValueError(f"expected the output embedding to be torch.nn.Linear; got {type(head).__name__}")
+
+
+def cache_keyword(model: Any) -> str:
+    """Name of the KV-cache argument of ``model.forward`` (``cache`` in transformers ≥ 5.2x, else
+    ``past_key_values``)."""
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def output_cache(output: Any) -> Any:
+    """The KV cache in a model output, under either name."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
+def hidden_states(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Last hidden states of the decoder, without the LM head.
+
+    Shape:
+        input_ids, attention_mask: ``[B, L]``; returns ``[B, L, H]``.
+    """
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    out = model.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    return out.last_hidden_state

@@ -1,0 +1,99 @@
+"""From prompts to scored rollouts, and evaluation: engine (± calculator tool) → reward → :class:`Rollout`.
+
+:func:`collect` is what a rollout worker (or the synchronous loop) does for one engine call: encode
+the prompts, repeat each ``group_size`` times (GRPO's siblings share a ``group_id``), generate, score
+each trajectory. A trajectory whose reward function fails is dropped and counted when
+``on_reward_error="drop"``; otherwise :class:`scale.rewards.RewardError` names the prompt.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scale.data import PromptExample
+from scale.engine.base import RolloutEngine, SamplingParams, Trajectory
+from scale.learner import Rollout
+from scale.rewards import score
+from scale.tokenizer import Tokenizer
+from scale.tools import generate_with_tools
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """How prompts become scored rollouts (shared by training and evaluation)."""
+
+    sampling: SamplingParams
+    reward_fn: Callable[[Any, str, str], float]
+    group_size: int = 1
+    tools: bool = False
+    max_turns: int = 3
+    on_reward_error: str = "raise"
+
+
+def response_text(trajectory: Trajectory, tokenizer: Tokenizer) -> str:
+    """What the model wrote: its own tokens only (tool outputs removed), special tokens skipped."""
+    own = [t for t, is_action in zip(trajectory.token_ids, trajectory.action_mask) if is_action]
+    return tokenizer.decode(own, skip_special=True)
+
+
+def generate(engine: RolloutEngine, tokenizer: Tokenizer, prompt_ids: Sequence[Sequence[int]],
+             settings: RolloutSettings) -> list[Trajectory]:
+    """Single-turn generation, or multi-turn with the calculator when ``settings.tools``."""
+    if settings.tools:
+        return generate_with_tools(engine, tokenizer, prompt_ids, settings.sampling, max_turns=settings.max_turns)
+    return engine.generate(prompt_ids, settings.sampling)
+
+
+def collect(
+    engine: RolloutEngine,
+    tokenizer: Tokenizer,
+    examples: Sequence[PromptExample],
+    settings: RolloutSettings,
+    group_counter: itertools.count,
+) -> tuple[list[list[Rollout]], int]:
+    """Generate ``group_size`` trajectories per example and score them.
+
+    Returns ``(groups, num_dropped)``: one list of rollouts per example (siblings share a group id
+    drawn from ``group_counter``), and how many trajectories were dropped for a failed reward.
+    """
+    prompt_ids = [tokenizer.encode_prompt(e.prompt) for e in examples]
+    repeated = [ids for ids in prompt_ids for _ in range(settings.group_size)]
+    trajectories = generate(engine, tokenizer, repeated, settings)
+    groups, dropped = [], 0
+    for index, example in enumerate(examples):
+        group_id, group = next(group_counter), []
+        for trajectory in trajectories[index * settings.group_size : (index + 1) * settings.group_size]:
+            response = response_text(trajectory, tokenizer)
+            reward = score(settings.reward_fn, example.prompt, response, example.answer,
+                           on_error=settings.on_reward_error)
+            if reward is None:
+                dropped += 1
+                continue
+            group.append(Rollout(trajectory, example, reward, group_id, response))
+        if group:
+            groups.append(group)
+    return groups, dropped
+
+
+def evaluate(
+    engine: RolloutEngine, tokenizer: Tokenizer, examples: Sequence[PromptExample], settings: RolloutSettings,
+    *, batch_size: int = 256,
+) -> dict[str, float]:
+    """Mean reward (accuracy for 0/1 rewards), mean length and tool calls over ``examples``, one sample each."""
+    single = RolloutSettings(settings.sampling, settings.reward_fn, 1, settings.tools, settings.max_turns,
+                             settings.on_reward_error)
+    counter = itertools.count()
+    rewards, lengths, calls, truncated = [], [], [], []
+    for start in range(0, len(examples), batch_size):
+        groups, _ = collect(engine, tokenizer, examples[start : start + batch_size], single, counter)
+        for rollout in itertools.chain.from_iterable(groups):
+            rewards.append(rollout.reward)
+            lengths.append(rollout.trajectory.num_actions)
+            calls.append(rollout.trajectory.num_tool_calls)
+            truncated.append(rollout.trajectory.finish_reason == "length")
+    n = max(len(rewards), 1)
+    return {"accuracy": sum(rewards) / n, "length": sum(lengths) / n, "tool_calls": sum(calls) / n,
+            "truncation": sum(truncated) / n, "count": float(len(rewards))}

@@ -1,0 +1,251 @@
+"""The training run: build everything from a :class:`Config`, warm up, then RL with evaluation,
+metrics and checkpoints. Only this module (and the CLI) writes files or seeds anything.
+
+Order of a run: model and tokenizer → prompt data → supervised warm-up (skipped on resume) →
+evaluation "update 0" → for each update k: a batch from the rollout source (sync or async), its policy
+lag, one learner step, weights published to the engines, a metrics row, periodic evaluation and
+checkpoint → final evaluation and checkpoint → ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from scale.checkpoint import load_checkpoint, save_checkpoint
+from scale.config import Config, sampling_params, to_dict
+from scale.data import PromptExample, arithmetic_task, load_prompts, PromptStream
+from scale.engine.base import SamplingParams
+from scale.engine.transformers_engine import TransformersEngine
+from scale.learner import Learner
+from scale.loop import AsyncRollouts, SyncRollouts, lag_metrics
+from scale.metrics import MetricsWriter
+from scale.model import build_tiny_model, load_pretrained
+from scale.rewards import resolve_reward
+from scale.rollout import RolloutSettings, evaluate
+from scale.tokenizer import CharTokenizer
+from scale.warmup import warmup
+
+EVAL_SEED_OFFSET = 10_000
+"""The evaluation engine's seed is ``seed + EVAL_SEED_OFFSET``, re-applied before every evaluation so
+that successive evaluations share their random numbers (less noise in the learning curve)."""
+
+
+def build_model(config: Config) -> tuple[Any, Any]:
+    """The tiny char-level model (``model.name: tiny``) or a pretrained one, and its tokenizer."""
+    m = config.model
+    if m.name != "tiny":
+        return load_pretrained(m.name, dtype=m.dtype, device=m.device)
+    tokenizer = CharTokenizer()
+    model = build_tiny_model(tokenizer, hidden_size=m.hidden_size, num_layers=m.num_layers, num_heads=m.num_heads,
+                             intermediate_size=m.intermediate_size, max_positions=m.max_positions, seed=config.seed)
+    return model.to(device=m.device, dtype=getattr(torch, m.dtype)), tokenizer
+
+
+def build_data(config: Config) -> tuple[list[PromptExample], list[PromptExample]]:
+    """Train and held-out prompts: the synthetic task, or the user's files."""
+    d = config.data
+    if d.train == "arithmetic":
+        return arithmetic_task(seed=config.seed, num_train=d.num_train, num_test=d.num_test,
+                               max_operand=d.max_operand, operations=d.operations, tool_fraction=d.tool_fraction)
+    train = load_prompts(d.train)
+    test = load_prompts(d.test) if d.test else []
+    if config.warmup.steps > 0 and any(e.solution is None for e in train):
+        raise ValueError("warmup.steps > 0 needs demonstrations, which prompt files do not have; set warmup.steps: 0")
+    return train, test
+
+
+class Trainer:
+    """One training run described by ``config`` (``resume=True`` continues from ``log.out/checkpoint``)."""
+
+    def __init__(self, config: Config, *, resume: bool = False) -> None:
+        self.config, self.resume = config, resume
+        if config.loop.threads is not None:
+            torch.set_num_threads(config.loop.threads)
+        self.out = Path(config.log.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.model, self.tokenizer = build_model(config)
+        self.train_examples, self.test_examples = build_data(config)
+        r, t = config.rollout, config.train
+        self.settings = RolloutSettings(sampling_params(config), resolve_reward(r.reward), config.group_size,
+                                        r.tools, r.max_turns, r.on_reward_error)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+        ramp = max(t.lr_warmup_updates, 1)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda k: min(1.0, (k + 1) / ramp))
+        self.learner = Learner(self.model, self.optimizer, loss_name=t.algo, loss_options=t.loss_options,
+                               temperature=r.temperature, microbatch_size=t.microbatch_size,
+                               chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm, max_tokens=r.max_new_tokens)
+        self.stream = PromptStream(self.train_examples, seed=config.seed)
+        self.group_counter = itertools.count()
+        self.engines = [TransformersEngine(self.model, self.tokenizer, seed=config.seed + 1 + i,
+                                           device=config.model.device)
+                        for i in range(config.loop.num_workers if config.loop.mode == "async" else 1)]
+        self.eval_engine = TransformersEngine(self.model, self.tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
+                                              max_batch_size=config.eval.batch_size, device=config.model.device)
+        self.metrics = MetricsWriter(self.out, tensorboard=config.log.tensorboard)
+        self.summary: dict[str, Any] = {}
+
+    # -- evaluation -------------------------------------------------------------------------------
+    def evaluate(self) -> dict[str, float]:
+        """Held-out accuracy at the training temperature (and greedy), with fixed random numbers."""
+        examples = self.test_examples[: self.config.eval.num_prompts]
+        if not examples:
+            return {}
+        self.eval_engine.update_weights(self.model, self.learner.version)
+        self.eval_engine.generator.manual_seed(self.config.seed + EVAL_SEED_OFFSET)
+        size = self.config.eval.batch_size
+        sampled = evaluate(self.eval_engine, self.tokenizer, examples, self.settings, batch_size=size)
+        row = {f"eval/{k}": v for k, v in sampled.items() if k != "count"}
+        if self.config.eval.greedy:
+            greedy_sampling = SamplingParams(max_new_tokens=self.config.rollout.max_new_tokens, temperature=0.0,
+                                             allow_truncated_sampling=True)
+            greedy = RolloutSettings(greedy_sampling, self.settings.reward_fn, 1, self.settings.tools,
+                                     self.settings.max_turns, self.settings.on_reward_error)
+            row["eval/accuracy_greedy"] = evaluate(self.eval_engine, self.tokenizer, examples, greedy,
+                                                   batch_size=size)["accuracy"]
+        return row
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {
+            "config": to_dict(self.config), "version": self.learner.version, "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "stream": self.stream.state_dict(), "next_group_id": next(self.group_counter),
+            "engine_generators": [e.generator.get_state() for e in self.engines],
+            "torch_rng": torch.get_rng_state(), "summary": dict(self.summary),
+        }
+
+    def save(self) -> None:
+        state = self.state()
+        self.group_counter = itertools.count(state["next_group_id"])  # next() above consumed one id
+        save_checkpoint(self.out / "checkpoint", state)
+
+    def load(self) -> None:
+        state = load_checkpoint(self.out / "checkpoint")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.learner.version = state["version"]
+        self.stream.load_state_dict(state["stream"])
+        self.group_counter = itertools.count(state["next_group_id"])
+        for engine, generator_state in zip(self.engines, state["engine_generators"]):
+            engine.generator.set_state(generator_state)
+        torch.set_rng_state(state["torch_rng"])
+        self.summary = dict(state["summary"])
+        self.metrics.truncate_after(self.learner.version)
+
+    # -- the run ----------------------------------------------------------------------------------
+    def run_warmup(self) -> None:
+        """Supervised warm-up, evaluation "update 0" and the first checkpoint."""
+        w = self.config.warmup
+        start = time.perf_counter()
+        bar = _progress(self.config, w.steps, "warm-up")
+        losses = warmup(self.model, self.tokenizer, self.train_examples, steps=w.steps, batch_size=w.batch_size,
+                        lr=w.lr, rng=np.random.default_rng([self.config.seed, 1]),
+                        chunk_size=self.config.train.chunk_size,
+                        callback=lambda step, loss: _advance(bar, loss=f"{loss:.3f}"))
+        _close(bar)
+        row = {"update": 0, "time/warmup_s": time.perf_counter() - start,
+               "warmup/loss": losses[-1] if losses else float("nan"), **self.evaluate()}
+        self.summary.update({"warmup_seconds": row["time/warmup_s"], "after_warmup": _eval_part(row)})
+        self.metrics.write(row)
+        self.save()
+
+    def run(self) -> dict[str, Any]:
+        """Warm up (or resume), train ``train.updates`` updates, evaluate; returns the summary."""
+        started = time.perf_counter()
+        if self.resume:
+            self.load()
+        else:
+            (self.out / "config.yaml").write_text(yaml.safe_dump(to_dict(self.config), sort_keys=False))
+            self.run_warmup()
+        source = self._source()
+        try:
+            self._train(source)
+        finally:
+            source.close()
+            self.metrics.close()
+        self.summary.update({"updates": self.learner.version, "seconds_this_process": time.perf_counter() - started,
+                             "resumed": self.resume})
+        final = self.summary.get("final", {})
+        initial = self.summary.get("after_warmup", {})
+        if "eval/accuracy" in final and "eval/accuracy" in initial:
+            self.summary["accuracy_gain"] = final["eval/accuracy"] - initial["eval/accuracy"]
+        (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2))
+        return self.summary
+
+    def _source(self) -> SyncRollouts | AsyncRollouts:
+        for engine in self.engines:
+            engine.update_weights(self.model, self.learner.version)
+        lp = self.config.loop
+        if lp.mode == "sync":
+            return SyncRollouts(self.engines[0], self.tokenizer, self.stream, self.settings, self.group_counter)
+        return AsyncRollouts(self.engines, self.tokenizer, self.stream, self.settings, self.group_counter,
+                             prompts_per_call=lp.prompts_per_call, queue_size=lp.queue_size)
+
+    def _train(self, source: SyncRollouts | AsyncRollouts) -> None:
+        c = self.config
+        bar = _progress(c, c.train.updates, "RL", initial=self.learner.version)
+        rl_started = time.perf_counter()
+        while self.learner.version < c.train.updates:
+            rollouts, info = source.next_batch(c.train.batch_size)
+            lag = lag_metrics(rollouts, self.learner.version)
+            step_started = time.perf_counter()
+            stats = self.learner.step(rollouts)
+            self.scheduler.step()
+            source.publish(self.model, self.learner.version)
+            k = self.learner.version
+            row = {"update": k, **_rollout_metrics(rollouts), **lag, **info, **stats,
+                   "time/learner_s": time.perf_counter() - step_started,
+                   "time/elapsed_s": time.perf_counter() - rl_started, "optim/lr": self.scheduler.get_last_lr()[0]}
+            if k % c.eval.every == 0 or k == c.train.updates:
+                row.update(self.evaluate())
+                if k == c.train.updates:
+                    self.summary["final"] = _eval_part(row)
+            self.metrics.write(row)
+            _advance(bar, reward=f"{row['rollout/reward']:.2f}", lag=f"{lag['lag/mean']:.1f}",
+                     acc=f"{row.get('eval/accuracy', float('nan')):.2f}")
+            if (c.log.checkpoint_every and k % c.log.checkpoint_every == 0) or k == c.train.updates:
+                self.save()
+        _close(bar)
+
+
+def _rollout_metrics(rollouts: list) -> dict[str, float]:
+    n = len(rollouts)
+    return {
+        "rollout/reward": sum(r.reward for r in rollouts) / n,
+        "rollout/length": sum(r.trajectory.num_actions for r in rollouts) / n,
+        "rollout/tool_calls": sum(r.trajectory.num_tool_calls for r in rollouts) / n,
+        "rollout/truncation": sum(r.trajectory.finish_reason == "length" for r in rollouts) / n,
+        "rollout/trajectories": float(n),
+    }
+
+
+def _eval_part(row: dict[str, Any]) -> dict[str, float]:
+    return {k: v for k, v in row.items() if k.startswith("eval/")}
+
+
+def _progress(config: Config, total: int, description: str, initial: int = 0) -> Any:
+    if not config.log.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=description, dynamic_ncols=True)
+
+
+def _advance(bar: Any, **postfix: str) -> None:
+    if bar is not None:
+        bar.set_postfix(postfix, refresh=False)
+        bar.update(1)
+
+
+def _close(bar: Any) -> None:
+    if bar is not None:
+        bar.close()

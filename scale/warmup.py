@@ -1,0 +1,90 @@
+"""Supervised warm-up: a few steps of next-token cross-entropy on demonstrations, so RL starts from a
+policy that sometimes succeeds (RL from a random tiny model would see reward 0 almost always).
+
+Demonstrations are :class:`PromptExample` ``solution`` strings followed by EOS; tool outputs inside
+them (``<out>...</out>``) are masked out of the loss, exactly as they are masked out of RL updates.
+The loss uses the same chunked log-probs as the learner.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import partial
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from scale.data import PromptExample
+from scale.engine.base import Trajectory
+from scale.learner import pack, policy_log_probs
+from scale.tokenizer import Tokenizer
+from scale.tools import OUTPUT_CLOSE, OUTPUT_OPEN
+
+RAMP_FRACTION = 0.05
+"""Share of the warm-up steps over which the learning rate ramps up (Adam is unstable at full lr from step 0)."""
+_TOOL_OUTPUT = re.compile(f"({re.escape(OUTPUT_OPEN)}.*?{re.escape(OUTPUT_CLOSE)})")
+
+
+def demonstration(example: PromptExample, tokenizer: Tokenizer) -> Trajectory:
+    """The example's solution as a trajectory (action mask False on tool outputs; log-probs unused)."""
+    if example.solution is None:
+        raise ValueError(f"example {example.id!r} has no solution to warm up on")
+    token_ids: list[int] = []
+    action_mask: list[bool] = []
+    for piece in _TOOL_OUTPUT.split(example.solution):
+        if piece:
+            ids = tokenizer.encode(piece)
+            token_ids += ids
+            action_mask += [not _TOOL_OUTPUT.fullmatch(piece)] * len(ids)
+    token_ids.append(tokenizer.eos_id)
+    action_mask.append(True)
+    return Trajectory(tokenizer.encode_prompt(example.prompt), token_ids, action_mask,
+                      [0.0] * len(token_ids), "eos", version=0)
+
+
+def _warmup_then_linear_decay(step: int, *, steps: int) -> float:
+    """Learning-rate factor: linear ramp over the first :data:`RAMP_FRACTION` of steps, then linear decay."""
+    ramp = max(int(RAMP_FRACTION * steps), 1)
+    return min((step + 1) / ramp, max(steps - step, 0) / max(steps - ramp, 1))
+
+
+def warmup(
+    model: Any,
+    tokenizer: Tokenizer,
+    examples: Sequence[PromptExample],
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    rng: np.random.Generator,
+    chunk_size: int = 1024,
+    callback: Any = None,
+) -> list[float]:
+    """Train ``model`` for ``steps`` AdamW steps of ``batch_size`` demonstrations drawn by ``rng``.
+
+    Returns the per-step mean token negative log-likelihood. ``callback(step, loss)`` is called after
+    each step (e.g. a progress bar).
+    """
+    if steps < 0 or batch_size < 1 or not lr > 0:
+        raise ValueError(f"need steps ≥ 0, batch_size ≥ 1, lr > 0; got {steps}, {batch_size}, {lr}")
+    demos = [demonstration(e, tokenizer) for e in examples]
+    device = next(model.parameters()).device
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, partial(_warmup_then_linear_decay, steps=steps))
+    model.eval()  # no dropout, as in RL
+    losses = []
+    for step in range(steps):
+        chosen = [demos[i] for i in rng.integers(0, len(demos), size=batch_size)]
+        batch = pack(chosen, tokenizer.pad_id, device=device)
+        log_probs, _ = policy_log_probs(model, batch, chunk_size=chunk_size)
+        loss = -log_probs[batch.action_mask].mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(float(loss.detach()))
+        if callback is not None:
+            callback(step, losses[-1])
+    return losses
