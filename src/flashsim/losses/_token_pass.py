@@ -114,7 +114,7 @@ def block_terms(
     token_kl = bernoulli_kl_of_log_probs(behavior, current)  # 0 on padding, where both log-probs are 0
     sequence_kl = token_kl.sum(dim=1) / lengths.to(ratio.dtype)
     if settings.correction == "ppo_clip":
-        weights, objective, clipped = _ppo_terms(ratio, advantages, action_mask, outside, settings)
+        weights, objective, clipped = _ppo_terms(ratio, advantages, action_mask, bits, outside, settings)
         admitted, kept_count = torch.ones_like(lengths, dtype=torch.bool), lengths
     else:
         keep_bits, admitted, kept_count = _gate(ratio, token_kl, sequence_kl, action_mask, bits, lengths, settings)
@@ -174,7 +174,8 @@ def _reinforce_terms(
 
 
 def _ppo_terms(
-    ratio: Tensor, advantages: Tensor, action_mask: Tensor, outside: Tensor | None, settings: TokenSettings
+    ratio: Tensor, advantages: Tensor, action_mask: Tensor, bits: Tensor, outside: Tensor | None,
+    settings: TokenSettings,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Gradient weights ``r`` where the clip is inactive ``[r, T]``, ``Σ_t clipped ratio`` ``[r]``, clipped counts.
 
@@ -183,7 +184,6 @@ def _ppo_terms(
     A > 0 and r > 1 + ε_high, or A < 0 and r < 1 − ε_low — i.e. when ``sign(A) · r > threshold``.
     """
     low, high = 1 - settings.clip_low, 1 + settings.clip_high
-    bits = selection_bits(action_mask, ratio.dtype)
     upper = select_or_zero(ratio.clamp(max=high), bits).sum(dim=1)
     lower = select_or_zero(ratio.clamp(min=low), bits).sum(dim=1)
     positive, negative = advantages > 0, advantages < 0
