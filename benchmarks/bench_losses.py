@@ -7,7 +7,8 @@ Compares the library (``validate=True`` and ``validate=False``) with
 (b) ``floor``: one read + write pass over the same input bytes (cloning log-probs, behaviour
     log-probs, mask and rewards) — no loss can be computed faster than its inputs can be read.
 
-Targets (issue 2, item 6): library ≥ 3× faster than (a), and ≤ 15× the floor.
+Targets (issue 2, item 6): library ≥ 3× faster than (a), and ≤ 15× the floor. The figures, what was
+tried and why the targets are missed on the 2-core CPU: docs/performance.md, "Loss core".
 
 Usage::
 

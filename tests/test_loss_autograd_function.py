@@ -10,7 +10,9 @@ value and its gradient are consistent; and the helpers must match what they repl
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -221,3 +223,14 @@ def test_sampled_action_kl_and_sequence_mean_reproduce_the_loss_stats_exactly():
     _, stats = policy_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages)
     token_kl = sampled_action_kl(batch.log_probs, batch.behavior_log_probs, batch.action_mask)
     assert torch.equal(sequence_mean(token_kl, batch.action_mask), stats["sequence_kl"])
+
+
+def test_the_loss_benchmark_runs_and_checks_the_library_against_its_naive_losses(capsys):
+    """benchmarks/bench_losses.py at a tiny size: its naive losses must agree with the library first."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_losses.py"
+    spec = importlib.util.spec_from_file_location("bench_losses", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--batch", "16", "--tokens", "64", "--repeats", "1", "--warmup", "0", "--calls", "1"])
+    output = capsys.readouterr().out
+    assert "| flash validate=False |" in output and "| grpo naive |" in output
