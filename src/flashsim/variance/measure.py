@@ -16,6 +16,7 @@ minibatching (one batch, one gradient, as in FlashREINFORCE).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,7 +28,7 @@ from flashsim.variance.gradients import fast_update_directions, log_prob_table
 from flashsim.variance.problem import PER_BATCH_STATS, Problem
 from flashsim.variance.reference import reference_update_directions
 from flashsim.variance.report import GradientReport
-from flashsim.variance.sampling import draw_design, iterate_chunks
+from flashsim.variance.sampling import BatchDesign, draw_design, iterate_chunks
 from flashsim.variance.statistics import gradient_statistics
 
 METHODS = {"fast": fast_update_directions, "reference": reference_update_directions}
@@ -85,6 +86,36 @@ def _check_design(budget: int, num_batches: int, group_size: int, grouped: bool,
             f"(budget // group_size prompts x group_size rollouts each)"
         )
     return group_size
+
+
+def _check_run(seed: int, bootstrap: int, confidence: float, method: str) -> None:
+    _check_int("seed", seed, low=0)
+    _check_int("bootstrap", bootstrap, low=0)
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+
+
+def update_directions(
+    problem: Problem, design: BatchDesign, method: Callable, generator: torch.Generator
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], float]:
+    """ĝ of every batch of the design, chunk by chunk, with the per-batch stats and the clipped-token total.
+
+    Shape:
+        returns ``([M, num_params] float64, {name: [M]}, clipped tokens)``.
+    """
+    directions = torch.empty(design.num_batches, problem.policy.num_params, dtype=torch.float64)
+    stats = {name: torch.empty(design.num_batches, dtype=torch.float64) for name in PER_BATCH_STATS}
+    clipped_tokens = 0.0
+    for start, prompts, uniforms in iterate_chunks(design, problem.tables.horizon, generator):
+        chunk_directions, chunk_stats = method(problem, prompts, uniforms)
+        stop = start + chunk_directions.shape[0]
+        directions[start:stop] = chunk_directions
+        for name, values in stats.items():
+            values[start:stop] = chunk_stats[name].to(torch.float64)
+        clipped_tokens += float(chunk_stats["clipped_tokens"])
+    return directions, stats, clipped_tokens
 
 
 def _loss_options(delta: float, horizon: int, loss_options: dict) -> dict:
@@ -151,12 +182,7 @@ def measure_gradient(
     behavior = policy if behavior_policy is None else _check_policy("behavior_policy", behavior_policy, tables)
     grouped = loss_fn.spec.needs_groups if grouped is None else bool(grouped)
     group_size = _check_design(budget, num_batches, group_size, grouped, replicates)
-    _check_int("seed", seed, low=0)
-    _check_int("bootstrap", bootstrap, low=0)
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+    _check_run(seed, bootstrap, confidence, method)
     options = _loss_options(delta, tables.horizon, loss_options)
 
     policy = policy.snapshot().requires_grad_(True)  # a private copy: the caller's policy is never touched
@@ -169,17 +195,7 @@ def measure_gradient(
     problem = Problem(
         torch_tables, policy, log_prob_table(behavior), loss_fn, design.group_ids if grouped else None, options
     )
-    directions = torch.empty(num_batches, policy.num_params, dtype=torch.float64)
-    stats = {name: torch.empty(num_batches, dtype=torch.float64) for name in PER_BATCH_STATS}
-    clipped_tokens = 0.0
-    for start, prompts, uniforms in iterate_chunks(design, tables.horizon, generator):
-        chunk_directions, chunk_stats = METHODS[method](problem, prompts, uniforms)
-        stop = start + chunk_directions.shape[0]
-        directions[start:stop] = chunk_directions
-        for name, values in stats.items():
-            values[start:stop] = chunk_stats[name].to(torch.float64)
-        clipped_tokens += float(chunk_stats["clipped_tokens"])
-
+    directions, stats, clipped_tokens = update_directions(problem, design, METHODS[method], generator)
     true_gradient = exact_gradient(tables, policy).detach().to(torch.float64)
     point, intervals, mean = gradient_statistics(
         directions, true_gradient, replicates=replicates, resamples=bootstrap, confidence=confidence,
