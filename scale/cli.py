@@ -48,7 +48,6 @@ def resolve_config_path(name: str | None) -> Path | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from scale.config import load_config
-    from scale.trainer import Trainer
 
     overrides = list(args.set)
     for key, value in (("model.name", args.model), ("train.algo", args.algo), ("log.out", args.out)):
@@ -59,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    from scale.trainer import Trainer  # imports transformers: only once the configuration is known to be good
+
     summary = Trainer(config, resume=args.resume).run()
     print(json.dumps(summary, indent=2))
     return 0

@@ -247,7 +247,8 @@ def validate(config: Config) -> Config:
                         ("eval.every", e.every), ("eval.batch_size", e.batch_size)]:
         _check(value >= 1, name, "≥ 1", value)
     for name, value in [("warmup.steps", w.steps), ("data.num_test", d.num_test),
-                        ("train.lr_warmup_updates", t.lr_warmup_updates), ("log.checkpoint_every", lg.checkpoint_every)]:
+                        ("train.lr_warmup_updates", t.lr_warmup_updates),
+                        ("log.checkpoint_every", lg.checkpoint_every)]:
         _check(value >= 0, name, "≥ 0", value)
     _check(r.temperature > 0, "rollout.temperature", "> 0 for training (greedy is a truncating sampler)",
            r.temperature)

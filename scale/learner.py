@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from flashsim.losses import ADVANTAGES, LOSSES, get_loss
 
+from flashsim.losses import ADVANTAGES, LOSSES, get_loss
 from scale.engine.base import Trajectory
 from scale.logprobs import chunked_token_log_probs
 from scale.model import hidden_states

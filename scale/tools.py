@@ -102,9 +102,6 @@ def generate_with_tools(
             for i, result in zip(group, engine.generate(contexts, step_sampling)):
                 _extend(merged[i], result)
         active = [i for i in active if _append_tool_output(merged[i], tokenizer, tool, sampling, turn, max_turns)]
-    for trajectory in merged:
-        if trajectory.finish_reason == "stop" and tool_call(tokenizer.decode(trajectory.token_ids)) is not None:
-            trajectory.finish_reason = "length"  # ended on a tool call with no budget or turns left
     return merged
 
 
@@ -112,17 +109,26 @@ def _append_tool_output(
     trajectory: Trajectory, tokenizer: Tokenizer, tool: Callable[[str], str], sampling: SamplingParams,
     turn: int, max_turns: int,
 ) -> bool:
-    """Append the tool's answer if the turn ended on a call; True if the trajectory should continue."""
-    if trajectory.finish_reason != "stop" or turn == max_turns - 1:
+    """Append the tool's answer if the turn ended on a call; True if the trajectory should continue.
+
+    A call that cannot be followed by another turn (no turns or token budget left) ends the trajectory
+    with finish reason ``"length"``: it was cut off, not finished.
+    """
+    if trajectory.finish_reason != "stop":
         return False
     expression = tool_call(tokenizer.decode(trajectory.token_ids))
-    if expression is None:
+    if expression is None:  # one of the caller's own stop strings
         return False
-    output = tokenizer.encode(f"{OUTPUT_OPEN}{tool(expression)}{OUTPUT_CLOSE}")
     room = sampling.max_new_tokens - len(trajectory.token_ids)
-    output = output[:room]
+    if turn == max_turns - 1 or room <= 0:
+        trajectory.finish_reason = "length"
+        return False
+    output = tokenizer.encode(f"{OUTPUT_OPEN}{tool(expression)}{OUTPUT_CLOSE}")[:room]
     trajectory.token_ids += output
     trajectory.action_mask += [False] * len(output)
     trajectory.log_probs += [0.0] * len(output)
     trajectory.num_tool_calls += 1
-    return len(trajectory.token_ids) < sampling.max_new_tokens
+    if len(output) == room:
+        trajectory.finish_reason = "length"
+        return False
+    return True

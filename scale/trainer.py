@@ -21,7 +21,7 @@ import yaml
 
 from scale.checkpoint import load_checkpoint, save_checkpoint
 from scale.config import Config, sampling_params, to_dict
-from scale.data import PromptExample, arithmetic_task, load_prompts, PromptStream
+from scale.data import PromptExample, PromptStream, arithmetic_task, load_prompts
 from scale.engine.base import SamplingParams
 from scale.engine.transformers_engine import TransformersEngine
 from scale.learner import Learner

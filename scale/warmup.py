@@ -9,8 +9,8 @@ The loss uses the same chunked log-probs as the learner.
 from __future__ import annotations
 
 import re
-from functools import partial
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np

@@ -1,0 +1,89 @@
+"""The CLI and the run: a 3-update smoke run in a subprocess, resume equivalence, bad configurations."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("yaml")
+
+import torch  # noqa: E402
+
+from scale.cli import main  # noqa: E402
+from scale.config import load_config  # noqa: E402
+from scale.trainer import Trainer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = [
+    "warmup.steps=5", "train.batch_size=8", "model.hidden_size=32", "model.intermediate_size=64",
+    "data.num_train=64", "data.num_test=16", "eval.every=2", "loop.prompts_per_call=4", "loop.queue_size=4",
+    "log.progress=false", "rollout.max_new_tokens=12", "log.checkpoint_every=2",
+]
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "scale", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_summary(tmp_path):
+    out = tmp_path / "run"
+    sets = [x for s in TINY + ["train.updates=3", "loop.threads=1"] for x in ("--set", s)]
+    result = _cli("train", "--config", "scale/configs/tiny_cpu.yaml", "--out", str(out), *sets)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["updates"] == 3 and "eval/accuracy" in summary["final"] and "accuracy_gain" in summary
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [0, 1, 2, 3]
+    for row in rows[1:]:
+        assert row["rollout/trajectories"] >= 8 and row["lag/mean"] >= 0 and 0 <= row["trust/acceptance_rate"] <= 1
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"update", "rollout/reward", "lag/mean", "eval/accuracy", "trust/sequence_kl_mean"} <= set(header)
+    assert (out / "checkpoint" / "state.pt").exists() and (out / "config.yaml").exists()
+
+    # --resume continues the same run (in-process: the subprocess start-up is the slow part of this test).
+    assert main(["train", "--config", "tiny_cpu", "--out", str(out), "--resume",
+                 *[x for s in TINY + ["train.updates=4"] for x in ("--set", s)]]) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "train.batch_size=0"], "train.batch_size must be ≥ 1"),
+    (["--set", "train.bogus=1"], "unknown key(s) ['bogus'] in train"),
+    (["--algo", "nope"], "train.algo must be one of"),
+    (["--set", "rollout.top_p=0.5"], "biases the importance ratio"),
+    (["--set", "train.lr=fast"], "train.lr must be float"),
+    (["--config", "missing.yaml"], "does not exist"),
+], ids=["zero-batch", "unknown-key", "unknown-algo", "truncated-sampler", "bad-type", "missing-file"])
+def test_a_bad_configuration_exits_with_a_clear_error(args, message, capsys):
+    if "--config" not in args:
+        args = ["--config", "tiny_cpu", *args]
+    assert main(["train", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_module_entry_point_reports_a_bad_configuration_with_exit_status_2():
+    result = _cli("train", "--config", "tiny_cpu", "--set", "loop.mode=sometimes")
+    assert result.returncode == 2
+    assert "loop.mode must be one of ('async', 'sync'); got 'sometimes'" in result.stderr
+
+
+def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path):
+    def config(out, updates):
+        return load_config(ROOT / "scale/configs/tiny_cpu.yaml",
+                           TINY + [f"log.out={out}", f"train.updates={updates}", "loop.mode=sync", "eval.every=100"])
+
+    straight = Trainer(config(tmp_path / "a", 4))
+    straight.run()
+    Trainer(config(tmp_path / "b", 2)).run()
+    resumed = Trainer(config(tmp_path / "b", 4), resume=True)
+    resumed.run()
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert torch.equal(a, b), name
+    rows = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()] for d in "ab"]
+    keys = ("update", "rollout/reward", "rollout/length", "loss/policy", "grad/norm")
+    assert [[r.get(k) for k in keys] for r in rows[0]] == [[r.get(k) for k in keys] for r in rows[1]]

@@ -1,0 +1,48 @@
+"""Layer contract and docstring examples: scale uses only flashsim's public loss API; flashsim never imports
+scale; every doctest in scale runs."""
+
+import ast
+import doctest
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import scale  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _imported_modules(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+
+
+def test_scale_imports_flashsim_only_through_flashsim_losses():
+    for path in sorted((ROOT / "scale").rglob("*.py")):
+        for module in _imported_modules(path):
+            if module.split(".")[0] == "flashsim":
+                assert module == "flashsim.losses", f"{path.relative_to(ROOT)} imports {module}"
+
+
+def test_flashsim_never_imports_scale():
+    for path in sorted((ROOT / "src" / "flashsim").rglob("*.py")):
+        for module in _imported_modules(path):
+            assert module.split(".")[0] != "scale", f"{path.relative_to(ROOT)} imports {module}"
+
+
+MODULES = sorted(m.name for m in pkgutil.walk_packages(scale.__path__, "scale.")
+                 if m.name not in ("scale.__main__", "scale.engine.vllm_engine"))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
