@@ -67,8 +67,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     for flag, name, kind in options:
         default = getattr(defaults, name)
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        parser.add_argument(flag, dest=name, type=kind, default=default, help=f"{helps[name]} [default: {shown}]")
+        is_list = isinstance(default, tuple)
+        shown = ",".join(map(str, default)) if is_list else default
+        parser.add_argument(
+            flag, dest=name, type=kind, default=default, metavar="A,B,..." if is_list else None,
+            help=f"{helps[name]} [default: {shown}]",
+        )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the CSV and plots")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
