@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import random_tabular
+from tests.variance.conftest import random_tabular
 
 import toy_envs
 from flashsim.policies import TabularPolicy

@@ -7,7 +7,7 @@ every loss is exercised.
 
 import pytest
 import torch
-from conftest import perturbed, random_linear, random_tabular
+from tests.variance.conftest import perturbed, random_linear, random_tabular
 
 from flashsim.exact import to_torch
 from flashsim.losses import LOSSES, get_loss

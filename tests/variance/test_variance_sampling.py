@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from conftest import random_tabular
+from tests.variance.conftest import random_tabular
 
 from flashsim.exact import evaluate, to_torch
 from flashsim.variance.gradients import log_prob_table
