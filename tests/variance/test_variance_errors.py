@@ -2,12 +2,12 @@
 
 import pytest
 import torch
-from tests.variance.conftest import random_tabular
 
 import toy_envs
 from flashsim.policies import TabularPolicy
 from flashsim.variance import measure_gradient
 from flashsim.variance.lag import lagged_policies
+from tests.variance.conftest import random_tabular
 
 
 def call(tables, policy, **overrides):

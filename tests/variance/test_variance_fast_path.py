@@ -7,7 +7,6 @@ every loss is exercised.
 
 import pytest
 import torch
-from tests.variance.conftest import perturbed, random_linear, random_tabular
 
 from flashsim.exact import to_torch
 from flashsim.losses import LOSSES, get_loss
@@ -16,6 +15,7 @@ from flashsim.variance.gradients import fast_update_directions, log_prob_table
 from flashsim.variance.problem import Problem
 from flashsim.variance.reference import reference_update_directions
 from flashsim.variance.sampling import draw_design, draw_uniforms
+from tests.variance.conftest import perturbed, random_linear, random_tabular
 
 
 def same_batches(tables, policy, behavior, name, *, grouped, budget=8, num_batches=6, seed=0):

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
-from tests.variance.conftest import random_tabular
 
 from flashsim.exact import evaluate, to_torch
 from flashsim.variance.gradients import log_prob_table
 from flashsim.variance.sampling import batch_uniforms, draw_design, draw_uniforms, simulate
+from tests.variance.conftest import random_tabular
 
 
 def test_grouped_design_repeats_each_prompt_g_times_and_replicates_share_prompts(gridworld):
