@@ -1,8 +1,4 @@
-"""Fixtures of the gradient-variance tests; torch runs on one thread (restored afterwards).
-
-Tensors here are either tiny (one batch in the reference loop) or large and memory-bound; on a busy
-2-core machine a second intra-op thread mostly adds hand-off cost (see ``tests/sim/conftest.py``).
-"""
+"""Fixtures of the gradient-variance tests (torch runs on one thread: see ``tests/conftest.py``)."""
 
 import numpy as np
 import pytest
@@ -10,14 +6,6 @@ import torch
 
 import toy_envs
 from flashsim.policies import LinearPolicy, TabularPolicy
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture
