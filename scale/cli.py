@@ -7,6 +7,7 @@ Examples::
     python -m scale train --config scale/configs/tiny_cpu.yaml --set loop.mode=sync --set train.updates=10
     python -m scale train --config scale/configs/tiny_cpu.yaml --resume
     python -m scale train --config my.yaml --model Qwen/Qwen2.5-0.5B-Instruct   # a real model, on a GPU box
+    python -m scale curve runs/tiny_cpu runs/grpo                                 # evaluation curves as a table
 """
 
 from __future__ import annotations
@@ -31,7 +32,27 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override any config key (repeatable), e.g. --set train.updates=10")
+    curve = commands.add_parser("curve", help="print the evaluation curve of one or more runs as a Markdown table")
+    curve.add_argument("runs", nargs="+", help="run directories (each holds metrics.jsonl)")
+    curve.add_argument("--metric", default="eval/accuracy", help="metric to tabulate (default eval/accuracy)")
     return parser
+
+
+def curve_table(runs: Sequence[str], metric: str) -> str:
+    """A Markdown table: one row per evaluated update, one column per run."""
+    columns = {}
+    for run in runs:
+        path = Path(run) / "metrics.jsonl"
+        if not path.exists():
+            raise ValueError(f"{str(path)!r} does not exist")
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        columns[run] = {r["update"]: r[metric] for r in rows if r.get(metric) is not None}
+    updates = sorted(set().union(*columns.values()))
+    lines = [f"| update | {' | '.join(runs)} |", "|---:|" + "---:|" * len(runs)]
+    for k in updates:
+        cells = [f"{columns[run][k]:.3f}" if k in columns[run] else "" for run in runs]
+        lines.append(f"| {k} | {' | '.join(cells)} |")
+    return "\n".join(lines)
 
 
 def resolve_config_path(name: str | None) -> Path | None:
@@ -47,6 +68,13 @@ def resolve_config_path(name: str | None) -> Path | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "curve":
+        try:
+            print(curve_table(args.runs, args.metric))
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return 0
     from scale.config import load_config
 
     overrides = list(args.set)

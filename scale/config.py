@@ -115,7 +115,7 @@ class TrainConfig:
     """AdamW weight decay."""
     max_grad_norm: float | None = 1.0
     """Gradient-norm clip (null: none)."""
-    chunk_size: int = 1024
+    chunk_size: int = 512
     """Token rows per LM-head chunk in the learner's log-probs."""
 
 
@@ -125,10 +125,11 @@ class LoopConfig:
     """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn."""
     num_workers: int = 1
     """Rollout worker threads (async), each with its own engine."""
-    prompts_per_call: int = 16
-    """Prompts per engine call (each repeated group_size times)."""
+    trajectories_per_call: int = 16
+    """Trajectories per engine call (a multiple of the group size: prompts per call × group size)."""
     queue_size: int = 32
-    """Capacity of the rollout queue, in prompt groups; with in-flight calls it sets the policy lag."""
+    """Capacity of the rollout queue in trajectories (a multiple of the group size); with the calls in
+    flight it sets the policy lag."""
     threads: int | None = 1
     """torch intra-op threads (null: torch's default). 1 lets the worker and learner use a core each."""
 
@@ -243,7 +244,7 @@ def validate(config: Config) -> Config:
                         ("rollout.max_new_tokens", r.max_new_tokens), ("rollout.max_turns", r.max_turns),
                         ("train.updates", t.updates), ("train.batch_size", t.batch_size),
                         ("train.chunk_size", t.chunk_size), ("loop.num_workers", lp.num_workers),
-                        ("loop.prompts_per_call", lp.prompts_per_call), ("loop.queue_size", lp.queue_size),
+                        ("loop.trajectories_per_call", lp.trajectories_per_call), ("loop.queue_size", lp.queue_size),
                         ("eval.every", e.every), ("eval.batch_size", e.batch_size)]:
         _check(value >= 1, name, "≥ 1", value)
     for name, value in [("warmup.steps", w.steps), ("data.num_test", d.num_test),
@@ -260,8 +261,9 @@ def validate(config: Config) -> Config:
     _check(t.microbatch_size is None or t.microbatch_size >= 1, "train.microbatch_size", "≥ 1 or null",
            t.microbatch_size)
     _check(config.group_size >= 1, "rollout.group_size", "≥ 1", config.group_size)
-    _check(t.batch_size % config.group_size == 0, "train.batch_size",
-           f"a multiple of the group size {config.group_size}", t.batch_size)
+    for name, value in [("train.batch_size", t.batch_size), ("loop.queue_size", lp.queue_size),
+                        ("loop.trajectories_per_call", lp.trajectories_per_call)]:
+        _check(value % config.group_size == 0, name, f"a multiple of the group size {config.group_size}", value)
     if LOSSES[t.algo].needs_groups:
         _check(config.group_size >= 2, "rollout.group_size", f"≥ 2 for {t.algo} (group advantages)",
                config.group_size)

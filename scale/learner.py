@@ -85,7 +85,7 @@ def pack(
 
 
 def policy_log_probs(
-    model: Any, batch: PackedBatch, *, temperature: float = 1.0, chunk_size: int = 1024
+    model: Any, batch: PackedBatch, *, temperature: float = 1.0, chunk_size: int = 512
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log π(a_it) of the completion tokens (with graph) and the policy's entropies (detached).
 
@@ -143,7 +143,7 @@ class Learner:
     def __init__(
         self, model: Any, optimizer: torch.optim.Optimizer, *, loss_name: str = "flash_reinforce",
         loss_options: dict[str, Any] | None = None, temperature: float = 1.0, microbatch_size: int | None = None,
-        chunk_size: int = 1024, max_grad_norm: float | None = 1.0, max_tokens: int | None = None,
+        chunk_size: int = 512, max_grad_norm: float | None = 1.0, max_tokens: int | None = None,
     ) -> None:
         self.loss_fn = get_loss(loss_name)
         self.spec = LOSSES[loss_name]

@@ -188,7 +188,8 @@ class Trainer:
         if lp.mode == "sync":
             return SyncRollouts(self.engines[0], self.tokenizer, self.stream, self.settings, self.group_counter)
         return AsyncRollouts(self.engines, self.tokenizer, self.stream, self.settings, self.group_counter,
-                             prompts_per_call=lp.prompts_per_call, queue_size=lp.queue_size)
+                             prompts_per_call=lp.trajectories_per_call // self.config.group_size,
+                             queue_size=lp.queue_size // self.config.group_size)
 
     def _train(self, source: SyncRollouts | AsyncRollouts) -> None:
         c = self.config

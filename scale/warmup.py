@@ -59,7 +59,7 @@ def warmup(
     batch_size: int,
     lr: float,
     rng: np.random.Generator,
-    chunk_size: int = 1024,
+    chunk_size: int = 512,
     callback: Any = None,
 ) -> list[float]:
     """Train ``model`` for ``steps`` AdamW steps of ``batch_size`` demonstrations drawn by ``rng``.

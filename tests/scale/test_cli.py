@@ -19,7 +19,7 @@ from scale.trainer import Trainer  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
     "warmup.steps=5", "train.batch_size=8", "model.hidden_size=32", "model.intermediate_size=64",
-    "data.num_train=64", "data.num_test=16", "eval.every=2", "loop.prompts_per_call=4", "loop.queue_size=4",
+    "data.num_train=64", "data.num_test=16", "eval.every=2", "loop.trajectories_per_call=4", "loop.queue_size=4",
     "log.progress=false", "rollout.max_new_tokens=12", "log.checkpoint_every=2",
 ]
 
@@ -29,7 +29,7 @@ def _cli(*args, cwd=ROOT):
                           timeout=300)
 
 
-def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_summary(tmp_path):
+def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_summary(tmp_path, capsys):
     out = tmp_path / "run"
     sets = [x for s in TINY + ["train.updates=3", "loop.threads=1"] for x in ("--set", s)]
     result = _cli("train", "--config", "scale/configs/tiny_cpu.yaml", "--out", str(out), *sets)
@@ -49,6 +49,11 @@ def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_
                  *[x for s in TINY + ["train.updates=4"] for x in ("--set", s)]]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [0, 1, 2, 3, 4]
+    capsys.readouterr()
+    assert main(["curve", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == f"| update | {out} |"
+    assert [line.split("|")[1].strip() for line in table[2:]] == ["0", "2", "3", "4"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -57,8 +62,10 @@ def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_
     (["--algo", "nope"], "train.algo must be one of"),
     (["--set", "rollout.top_p=0.5"], "biases the importance ratio"),
     (["--set", "train.lr=fast"], "train.lr must be float"),
+    (["--algo", "grpo", "--set", "loop.queue_size=12"], "loop.queue_size must be a multiple of the group size 8"),
     (["--config", "missing.yaml"], "does not exist"),
-], ids=["zero-batch", "unknown-key", "unknown-algo", "truncated-sampler", "bad-type", "missing-file"])
+], ids=["zero-batch", "unknown-key", "unknown-algo", "truncated-sampler", "bad-type", "queue-vs-group",
+        "missing-file"])
 def test_a_bad_configuration_exits_with_a_clear_error(args, message, capsys):
     if "--config" not in args:
         args = ["--config", "tiny_cpu", *args]
