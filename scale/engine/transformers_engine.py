@@ -136,10 +136,11 @@ class TransformersEngine:
         next_position = position_ids[:, -1:] + 1
         for step in range(sampling.max_new_tokens):
             token, token_log_prob = sample_tokens(logits, sampling, self.generator)
+            token_list, log_prob_list = token.tolist(), token_log_prob.tolist()  # one host copy per step
             for i in range(B):
                 if reasons[i] is None:
-                    tokens[i].append(int(token[i]))
-                    log_probs[i].append(float(token_log_prob[i]))
+                    tokens[i].append(token_list[i])
+                    log_probs[i].append(log_prob_list[i])
                     if tokens[i][-1] == self.tokenizer.eos_id:
                         reasons[i] = "eos"
                     elif self._stopped(tokens[i], sampling.stop):

@@ -52,6 +52,19 @@ def test_leading_shape_is_kept_and_bfloat16_is_promoted():
     assert bool((lp <= 0).all())
 
 
+def test_bfloat16_gradients_come_back_in_bfloat16_and_match_float32_closely():
+    hidden, weight, _, tokens = _inputs(n=12, dtype=torch.float32)
+    low = [t.detach().bfloat16().requires_grad_() for t in (hidden, weight)]
+    lp, _ = chunked_token_log_probs(*low, tokens, chunk_size=5)
+    lp.sum().backward()
+    reference = [t.detach().bfloat16().float().requires_grad_() for t in (hidden, weight)]
+    naive, _ = naive_token_log_probs(reference[0] @ reference[1].T, tokens)
+    naive.sum().backward()
+    for got, expected in zip(low, reference):
+        assert got.grad.dtype == torch.bfloat16
+        torch.testing.assert_close(got.grad.float(), expected.grad, rtol=0.05, atol=0.05)
+
+
 def test_no_graph_is_built_under_no_grad():
     hidden, weight, _, tokens = _inputs()
     with torch.no_grad():
