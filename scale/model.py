@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from scale.tokenizer import CharTokenizer, HFTokenizer
+from scale.tokenizer import HFTokenizer, Tokenizer
 
 _LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "output_multiplier_scale")
 
 
 def build_tiny_model(
-    tokenizer: CharTokenizer,
+    tokenizer: Tokenizer,
     *,
     hidden_size: int = 128,
     num_layers: int = 2,
@@ -60,10 +60,14 @@ def build_tiny_model(
 
 def load_pretrained(path_or_id: str, *, dtype: str = "auto", device: str = "cpu") -> tuple[Any, HFTokenizer]:
     """A pretrained causal LM and its tokenizer (a local path, or a hub id the user asked for)."""
+    import transformers
+    from packaging.version import Version
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-    model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=torch_dtype).to(device)
+    # transformers renamed ``torch_dtype`` to ``dtype`` in 4.56.
+    key = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+    model = AutoModelForCausalLM.from_pretrained(path_or_id, **{key: torch_dtype}).to(device)
     check_supported(model)
     return model, HFTokenizer(AutoTokenizer.from_pretrained(path_or_id))
 
