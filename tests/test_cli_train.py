@@ -19,6 +19,7 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_train_writes_metrics_plot_summary_and_resumes(tmp_path):
     out = tmp_path / "run"
     common = ("--env", "bandit_tiny", "--algo", "grpo", "--lag", "2", "--batch-size", "16", "--group-size", "4",

@@ -83,14 +83,17 @@ def test_exact_gradient_matches_central_finite_differences(env_id, kind):
         policy.set_flat(parameters)
         return expected_return(tables, policy).item()
 
+    # Directions with mass: random ones, and the gradient itself (a one-hot direction on a parameter
+    # the objective barely depends on would pass any absolute tolerance).
     generator = seeded(2)
-    directions = [torch.randn(theta.numel(), generator=generator, dtype=torch.float64) for _ in range(3)]
-    for index in torch.randperm(theta.numel(), generator=generator)[:8]:
-        directions.append(torch.nn.functional.one_hot(index, theta.numel()).double())
+    directions = [torch.randn(theta.numel(), generator=generator, dtype=torch.float64) for _ in range(4)]
+    directions.append(gradient / gradient.norm())
     for direction in directions:
         step = FINITE_DIFFERENCE_STEP * direction
         difference = (objective(theta + step) - objective(theta - step)) / (2 * FINITE_DIFFERENCE_STEP)
-        assert abs(difference - gradient @ direction) < 1e-6
+        expected = float(gradient @ direction)
+        assert abs(expected) > 1e-3 * float(gradient.norm()), "the direction must have mass for a relative check"
+        assert difference == pytest.approx(expected, rel=1e-6)
     policy.set_flat(theta)
 
 
@@ -142,17 +145,6 @@ def test_prompt_selection_by_name_and_by_ids():
     assert_close(expected_return(tables, policy, "heldout"), everything[torch.tensor(tables.heldout_prompts)].mean())
     assert_close(expected_return(tables, policy, [3, 4]), everything[[3, 4]].mean())
     assert_close(evaluate(tables, policy, "all")["env/success_per_prompt"], everything.detach())
-
-
-def test_the_gridworld_exact_gradient_takes_well_under_a_second():
-    tables = to_torch(toy_envs.ToolGridworld().tables())
-    policy = make_policy("tabular", tables)
-    exact_gradient(tables, policy)
-    import time
-
-    start = time.perf_counter()
-    exact_gradient(tables, policy)
-    assert time.perf_counter() - start < 1.0  # ~10-20 ms on 2 CPU cores
 
 
 BAD_EXACT_ARGUMENTS = [

@@ -38,6 +38,7 @@ def test_committed_notebook_has_no_outputs_and_no_execution_counts(path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_runs_without_error_at_the_fast_budget(path, tmp_path, monkeypatch):
     monkeypatch.setenv("FLASHSIM_FAST", "1")  # the kernel inherits this process's environment

@@ -29,6 +29,7 @@ def _cli(*args, cwd=ROOT):
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_summary(tmp_path, capsys):
     out = tmp_path / "run"
     sets = [x for s in TINY + ["train.updates=3", "loop.threads=1"] for x in ("--set", s)]
@@ -73,12 +74,14 @@ def test_a_bad_configuration_exits_with_a_clear_error(args, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_module_entry_point_reports_a_bad_configuration_with_exit_status_2():
     result = _cli("train", "--config", "tiny_cpu", "--set", "loop.mode=sometimes")
     assert result.returncode == 2
     assert "loop.mode must be one of ('async', 'sync'); got 'sometimes'" in result.stderr
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path):
     def config(out, updates):
         return load_config(ROOT / "scale/configs/tiny_cpu.yaml",

@@ -24,6 +24,7 @@ def _character_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
 
 
+@pytest.mark.slow
 def test_a_saved_model_and_tokenizer_train_through_the_model_option(tmp_path):
     hf_tokenizer = _character_tokenizer()
     tokenizer = HFTokenizer(hf_tokenizer)

@@ -10,6 +10,7 @@ from flashsim.sim import ALGORITHMS, AlgorithmConfig, FixedLag, Simulation, Trai
 BUDGET_UPDATES = 100  # × B = 128 trajectories: a budget of 12,800 rollouts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["flash_reinforce", "grpo"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_reaches_ninety_percent_of_the_optimal_success_on_prompt_bandit_at_lag_zero(algorithm, seed):

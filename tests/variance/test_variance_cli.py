@@ -4,6 +4,8 @@ import csv
 import subprocess
 import sys
 
+import pytest
+
 from flashsim.cli import build_parser, main
 
 
@@ -14,6 +16,7 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_variance_command_writes_a_table_csv_and_plots(tmp_path):
     result = run_cli(
         "--env", "bandit", "--estimators", "flash_reinforce,grpo,rloo:groups", "--budget", "8,16",
