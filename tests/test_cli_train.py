@@ -7,8 +7,6 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from flashsim.cli import main
 
 
@@ -42,9 +40,12 @@ def test_train_writes_metrics_plot_summary_and_resumes(tmp_path):
 
 
 def test_train_reports_bad_usage_as_errors_with_exit_code_two(tmp_path, capsys):
-    with pytest.raises(SystemExit) as bad_lag:
-        main(["train", "--lag", "sometimes", "--out", str(tmp_path / "a")])
-    assert bad_lag.value.code == 2 and "--lag" in capsys.readouterr().err
+    assert main(["train", "--lag", "sometimes", "--out", str(tmp_path / "a")]) == 2
+    assert "--lag" in capsys.readouterr().err
+    assert main(["train", "--updates", "ten", "--out", str(tmp_path / "a")]) == 2
+    assert "updates must be an int, got 'ten'" in capsys.readouterr().err
+    assert main(["train", "--set", "algorithm.bogus=1", "--out", str(tmp_path / "a")]) == 2
+    assert "algorithm.bogus" in capsys.readouterr().err
     assert main(["train", "--crash-prob", "0.1", "--updates", "1", "--out", str(tmp_path / "b")]) == 2
     assert "workers" in capsys.readouterr().err
     assert main(["train", "--out", str(tmp_path / "c"), "--resume"]) == 2
