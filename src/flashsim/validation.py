@@ -51,8 +51,8 @@ def check_real(
     high_ok = value <= high if high_inclusive else value < high
     if math.isnan(value) or (finite and math.isinf(value)) or not (low_ok and high_ok):
         lo, hi = ("[" if low_inclusive else "("), ("]" if high_inclusive else ")")
-        kind = "a finite number" if finite else "a number"
-        raise ValueError(f"{name} must be {kind} in {lo}{low}, {high}{hi}, got {value!r}")
+        must = "must be a finite number in" if finite else "must lie in"
+        raise ValueError(f"{name} {must} {lo}{low}, {high}{hi}, got {value!r}")
     return value
 
 
