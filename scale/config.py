@@ -231,13 +231,21 @@ class Config:
     seed: int = 0
     """Seeds data order, warm-up, initialisation and sampling."""
     model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy model: the tiny char-level Llama or a pretrained one."""
     data: DataConfig = field(default_factory=DataConfig)
+    """Training and held-out prompts."""
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    """Supervised warm-up before RL."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """How trajectories are sampled and rewarded."""
     train: TrainConfig = field(default_factory=TrainConfig)
+    """The RL loss and its optimizer."""
     loop: LoopConfig = field(default_factory=LoopConfig)
+    """Asynchronous or synchronous rollouts, workers and the queue."""
     eval: EvalConfig = field(default_factory=EvalConfig)
+    """Held-out evaluation."""
     log: LogConfig = field(default_factory=LogConfig)
+    """Outputs: metrics, checkpoints, progress."""
 
     def __post_init__(self) -> None:
         """The rules that span sections (each section has checked its own fields)."""

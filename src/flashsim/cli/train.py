@@ -20,7 +20,7 @@ import torch
 
 from flashsim.config import add_flags, assign, field_docs, flag_assignments, from_dict, parse_assignment, read_yaml
 from flashsim.io import jsonable
-from flashsim.sim.config import ALGORITHMS, AsyncWorkers, TrainConfig
+from flashsim.sim.config import ALGORITHMS, AsyncWorkers, TimingModel, TrainConfig
 from flashsim.sim.envs import ENVS
 from flashsim.sim.training import CHECKPOINT, load_state, train
 
@@ -66,19 +66,19 @@ def build_config(args: argparse.Namespace, base: TrainConfig | None = None) -> T
     given += flag_assignments(args, args.config_paths)
     if args.delta is not None:
         given.append(("algorithm.loss_options.delta", args.delta, True))
-    worker_flags = [path for path, _, _ in given if path.split(".")[-1] in _WORKER_ONLY and path.startswith("lag.")]
-    for path, value, text in given:
-        if path == "lag":  # the lag's kind first, so that worker flags land on the new lag
-            assign(TrainConfig, data, path, value, text=text, base=config)
-    lag = from_dict(TrainConfig, data, base=config).lag if "lag" in data else config.lag
+    chosen = [g for g in given if g[0] in ("env", "lag")]  # first: worker and timing flags refine these choices
+    for path, value, text in chosen:
+        assign(TrainConfig, data, path, value, text=text, base=config)
+    lag = from_dict(TrainConfig, {"lag": data["lag"]}, base=config).lag if "lag" in data else config.lag
+    worker_flags = [path for path, _, _ in given if path.startswith("lag.")]
     if worker_flags and not isinstance(lag, AsyncWorkers):
         raise ValueError(f"{', '.join(worker_flags)} need --lag workers:N (event-driven workers)")
     if any(path.startswith("timing.") for path, _, _ in given) and config.timing is None and "timing" not in data:
-        env = from_dict(TrainConfig, {k: v for k, v in data.items() if k == "env"}, base=config).env
-        config = replace(config, timing=ENVS[env].timing)  # flags adjust the env preset's timing
+        env = data.get("env", config.env)
+        config = replace(config, timing=ENVS[env].timing if env in ENVS else TimingModel())  # refine the preset's
     for path, value, text in given:
-        if path != "lag":
-            assign(TrainConfig, data, path, value, text=text, base=replace(config, lag=lag))
+        if (path, value, text) not in chosen:
+            assign(TrainConfig, data, path, value, text=text, base=config)
     return from_dict(TrainConfig, data, base=config)
 
 
