@@ -255,14 +255,16 @@ def assign(cls: type, data: dict[str, Any], path: str, value: Any, *, text: bool
             section = target.setdefault(key, {})
             section[".".join(keys[depth + 1:])] = _scalar_from_text(value) if text else value
             return
-        owner = _section_class(annotation, target.get(key), current, name)
-        if isinstance(target.get(key), str) and valid[key].metadata.get(PARSE):
-            target[key] = _plain(valid[key].metadata[PARSE](target[key]), annotation)
-        target = target.setdefault(key, {})
-        if not isinstance(target, dict):
-            raise TypeError(f"{name} is a section; it cannot hold {target!r}")
-        if owner is not current.__class__ and len(_dataclass_options(annotation)) > 1:
-            target.setdefault(TYPE_KEY, owner.__name__)
+        section = target.get(key)
+        if isinstance(section, str) and valid[key].metadata.get(PARSE):  # text form first (lag: workers:8)
+            section = _plain(_convert(annotation, section, name, None, valid[key].metadata[PARSE]), annotation)
+        section = {} if section is None else section
+        if not isinstance(section, dict):
+            raise TypeError(f"{name} is a section; it cannot hold {section!r}")
+        owner = _section_class(annotation, section, current, name)
+        if len(_dataclass_options(annotation)) > 1:
+            section.setdefault(TYPE_KEY, owner.__name__)
+        target[key] = target = section
 
 
 def parse_assignment(text: str) -> tuple[str, str]:
@@ -278,7 +280,7 @@ def load(cls: type[T], path: str | Path | None = None, assignments: Iterable[str
     """A ``cls`` config: ``base`` (or the defaults), then the YAML file at ``path``, then ``key=value`` texts."""
     data = read_yaml(path) if path is not None else {}
     for text in assignments:
-        assign(cls, data, *parse_assignment(text), base=base)
+        assign(cls, data, *parse_assignment(text), base=base if base is not None else cls())
     return from_dict(cls, data, base=base)
 
 

@@ -111,6 +111,14 @@ def test_set_assignments_are_typed_by_the_field_they_set():
     assert config.algorithm.loss_options == {"delta": 0.01} and config.timing.tool_sigma == 0.5
 
 
+def test_set_refines_a_lag_given_in_text_form_in_the_file(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("lag: workers:8\n")
+    assert load(TrainConfig, path, ["lag.crash_prob=0.2"]).lag == AsyncWorkers(8, crash_prob=0.2)
+    with pytest.raises(ValueError, match=r"lag\.crash_prob"):
+        load(TrainConfig, assignments=["lag.crash_prob=0.2"])  # the default lag is a FixedLag
+
+
 def test_a_yaml_file_loads_strictly_into_the_dataclasses(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("updates: 12\nlag: random:4\nalgorithm:\n  loss: grpo\n  group_size: 4\n  batch_size: 16\n")

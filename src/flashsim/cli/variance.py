@@ -14,12 +14,12 @@ import csv
 import json
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from flashsim.config import add_flags, assign, flag_assignments, from_dict
+from flashsim.config import add_flags, assign, flag_assignments, from_dict, to_dict
+from flashsim.io import atomic_write_text
 from flashsim.variance.plots import plot_metrics, plot_split
 from flashsim.variance.sweep import SweepConfig, run_sweep
 
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     elapsed = time.perf_counter() - started
     write_csv(rows, args.out / "variance.csv")
-    (args.out / "config.json").write_text(json.dumps({**asdict(config), "seconds": elapsed}, indent=2) + "\n")
+    atomic_write_text(args.out / "config.json", json.dumps({**to_dict(config), "seconds": elapsed}, indent=2) + "\n")
     title = f"{config.env}, {config.policy} policy, M = {config.batches} batches, δ = {config.delta}"
     plot_metrics(rows, args.out / "vs_lag.png", x="lag", title=title)
     plot_metrics(rows, args.out / "vs_budget.png", x="budget", title=title)
