@@ -322,7 +322,8 @@ def add_flags(
         flags = [flags] if isinstance(flags, str) else list(flags)
         doc = field_docs(_owner(cls, path, prefix)).get(f.name, "")
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        options: dict[str, Any] = {"dest": _dest(path), "default": None, "help": f"{doc} [default: {shown}]"}
+        help_text = f"{doc} [default: {shown}]".replace("%", "%%")  # argparse %-formats help
+        options: dict[str, Any] = {"dest": _dest(path), "default": None, "help": help_text}
         if annotation is bool:
             options["action"] = argparse.BooleanOptionalAction
         elif f.metadata.get(PARSE) is not None:
