@@ -1,9 +1,10 @@
-"""Checkpoints: one ``state.pt`` holding everything needed to continue a run, written atomically.
+"""Checkpoints: one ``state.pt`` holding everything needed to continue a run, in flashsim's format.
 
-The state is model and optimizer (and scheduler) state dicts, the learner version, the prompt stream's
-position, the group-id counter, every engine's sampling-generator state and the global torch RNG
-state. Writing goes to a temporary file in the same directory, flushed and fsync'ed, then
-``os.replace``'d over the old one, so a crash never leaves a half-written checkpoint.
+The state is model, optimizer and scheduler state dicts, the learner version, the prompt stream's
+position, the group-id counter, every engine's sampling-generator state, the global torch RNG state,
+the config as plain data and the metrics files' byte lengths. :func:`flashsim.io.save_checkpoint`
+writes it atomically as tensors and plain data; :func:`flashsim.io.load_checkpoint` reads it with
+``torch.load(weights_only=True)``, so a tampered file is refused and never run.
 
 In the synchronous loop a resumed run reproduces the uninterrupted one exactly. In the asynchronous
 loop the prompts in flight or queued at the save are not reissued (the stream resumes after them).
@@ -11,11 +12,10 @@ loop the prompts in flight or queued at the save are not reissued (the stream re
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-import torch
+import flashsim.io as run_io
 
 FILENAME = "state.pt"
 
@@ -24,19 +24,13 @@ def save_checkpoint(directory: str | Path, state: dict[str, Any]) -> Path:
     """Atomically write ``state`` to ``directory/state.pt``; returns the path."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    final = directory / FILENAME
-    temporary = directory / f".{FILENAME}.tmp-{os.getpid()}"
-    with temporary.open("wb") as handle:
-        torch.save(state, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, final)
-    return final
+    run_io.save_checkpoint(directory / FILENAME, state)
+    return directory / FILENAME
 
 
 def load_checkpoint(directory: str | Path) -> dict[str, Any]:
-    """Read the state written by :func:`save_checkpoint`."""
+    """Read the state written by :func:`save_checkpoint` (tensors and plain data only)."""
     path = Path(directory) / FILENAME
     if not path.exists():
         raise ValueError(f"no checkpoint at {str(path)!r}; run without --resume first")
-    return torch.load(path, map_location="cpu", weights_only=False)
+    return run_io.load_checkpoint(path)

@@ -4,10 +4,14 @@ Examples::
 
     python -m scale train --config scale/configs/tiny_cpu.yaml
     python -m scale train --config scale/configs/tiny_cpu.yaml --algo grpo --out runs/grpo
-    python -m scale train --config scale/configs/tiny_cpu.yaml --set loop.mode=sync --set train.updates=10
+    python -m scale train --config scale/configs/tiny_cpu.yaml --set loop.mode=sync --train.updates 10
     python -m scale train --config scale/configs/tiny_cpu.yaml --resume
     python -m scale train --config my.yaml --model Qwen/Qwen2.5-0.5B-Instruct   # a real model, on a GPU box
     python -m scale curve runs/tiny_cpu runs/grpo                                 # evaluation curves as a table
+
+Every key of :class:`scale.config.Config` is also a flag (``--section.key``; ``--model``, ``--algo`` and
+``--out`` for ``model.name``, ``train.algo`` and ``log.out``), generated with its docstring as help by
+:mod:`flashsim.config`. Precedence: the YAML file, then ``--set``, then the flags.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
+from flashsim.config import add_flags, flag_assignments
+
+FLAG_NAMES = {"model.name": "--model", "train.algo": "--algo", "log.out": "--out"}
+"""Short flags kept from before the flags were generated (``--model`` also takes a hub id or local path)."""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m scale", description=__doc__.split("\n\n")[0])
@@ -26,12 +35,13 @@ def _parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="warm up (tiny model) and train with RL")
     train.add_argument("--config", default=None,
                        help="YAML preset (a path, or a bundled name such as tiny_cpu); default: built-in defaults")
-    train.add_argument("--model", default=None, help="pretrained model path or hub id (sets model.name)")
-    train.add_argument("--algo", default=None, help="loss name from flashsim.losses.LOSSES (sets train.algo)")
-    train.add_argument("--out", default=None, help="output directory (sets log.out)")
     train.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override any config key (repeatable), e.g. --set train.updates=10")
+    from scale.config import Config
+
+    paths = add_flags(train, Config, names=FLAG_NAMES)
+    train.set_defaults(config_paths=paths)
     curve = commands.add_parser("curve", help="print the evaluation curve of one or more runs as a Markdown table")
     curve.add_argument("runs", nargs="+", help="run directories (each holds metrics.jsonl)")
     curve.add_argument("--metric", default="eval/accuracy", help="metric to tabulate (default eval/accuracy)")
@@ -77,13 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from scale.config import load_config
 
-    overrides = list(args.set)
-    for key, value in (("model.name", args.model), ("train.algo", args.algo), ("log.out", args.out)):
-        if value is not None:
-            overrides.append(f"{key}={json.dumps(value)}")
     try:
-        config = load_config(resolve_config_path(args.config), overrides)
-    except ValueError as error:
+        config = load_config(resolve_config_path(args.config), args.set, flag_assignments(args, args.config_paths))
+    except (ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     from scale.trainer import Trainer  # imports transformers: only once the configuration is known to be good

@@ -1,21 +1,22 @@
-"""Training configuration: frozen dataclasses, one per concern, loaded from YAML with strict checking.
+"""Training configuration: frozen dataclasses, one per concern (a YAML section each), loaded strictly.
 
-Each field's docstring is its help text. Unknown keys, wrong types and out-of-range values raise a
-``ValueError`` that names the key (``train.batch_size``) and says what was expected. Presets live in
-``scale/configs/*.yaml``; any key can be overridden on the command line with ``--set section.key=value``.
+Each field's docstring is its ``--help`` text. Loading (YAML presets in ``scale/configs/*.yaml``,
+``--set section.key=value``, the generated ``--section.key`` flags) is :mod:`flashsim.config`, the same
+mechanism as ``flashsim train``: an unknown key is a ``ValueError``, a wrong type a ``TypeError``, an
+out-of-range value a ``ValueError``, each naming the key (``train.batch_size``). Each section checks its
+own fields in ``__post_init__`` (:mod:`flashsim.validation`); :class:`Config` checks the cross-section rules.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+import flashsim.config as configs
+from flashsim.losses import LOSSES
+from flashsim.validation import check_choice, check_int, check_real
 from scale.engine.base import SamplingParams
 
 MODES = ("async", "sync")
@@ -43,6 +44,13 @@ class ModelConfig:
     """Device of the learner and of the engines (``cpu``, ``cuda``)."""
 
 
+    def __post_init__(self) -> None:
+        for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"):
+            check_int(name, getattr(self, name), low=1)
+        if self.name == "tiny" and self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size must be divisible by num_heads ({self.num_heads}), got {self.hidden_size}")
+
+
 @dataclass(frozen=True)
 class DataConfig:
     train: str = "arithmetic"
@@ -61,6 +69,13 @@ class DataConfig:
     """Synthetic task: share of warm-up demonstrations that call the calculator."""
 
 
+    def __post_init__(self) -> None:
+        check_int("num_train", self.num_train, low=1)
+        check_int("num_test", self.num_test, low=0)
+        check_int("max_operand", self.max_operand, low=1)
+        check_real("tool_fraction", self.tool_fraction, low=0.0, high=1.0)
+
+
 @dataclass(frozen=True)
 class WarmupConfig:
     steps: int = 300
@@ -69,6 +84,12 @@ class WarmupConfig:
     """Demonstrations per warm-up step."""
     lr: float = 3e-3
     """Peak AdamW learning rate of the warm-up."""
+
+
+    def __post_init__(self) -> None:
+        check_int("steps", self.steps, low=0)
+        check_int("batch_size", self.batch_size, low=1)
+        check_real("lr", self.lr, low=0.0, low_inclusive=False)
 
 
 @dataclass(frozen=True)
@@ -95,6 +116,21 @@ class RolloutConfig:
     """``raise``: stop with an error naming the prompt; ``drop``: drop the trajectory and count it."""
 
 
+    def __post_init__(self) -> None:
+        check_int("max_new_tokens", self.max_new_tokens, low=1)
+        check_int("max_turns", self.max_turns, low=1)
+        check_real("temperature", self.temperature, low=0.0, low_inclusive=False)
+        if self.group_size is not None:
+            check_int("group_size", self.group_size, low=1)
+        check_choice("on_reward_error", self.on_reward_error, ON_REWARD_ERROR)
+        self.sampling_params()  # top_p / top_k / truncation rules live in SamplingParams
+
+    def sampling_params(self) -> SamplingParams:
+        """The training sampler these settings describe."""
+        return SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                              top_k=self.top_k, allow_truncated_sampling=self.allow_truncated_sampling)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     algo: str = "flash_reinforce"
@@ -119,6 +155,19 @@ class TrainConfig:
     """Token rows per LM-head chunk in the learner's log-probs."""
 
 
+    def __post_init__(self) -> None:
+        check_choice("algo", self.algo, sorted(LOSSES))
+        for name in ("updates", "batch_size", "chunk_size"):
+            check_int(name, getattr(self, name), low=1)
+        if self.microbatch_size is not None:
+            check_int("microbatch_size", self.microbatch_size, low=1)
+        check_int("lr_warmup_updates", self.lr_warmup_updates, low=0)
+        check_real("lr", self.lr, low=0.0, low_inclusive=False)
+        check_real("weight_decay", self.weight_decay, low=0.0)
+        if self.max_grad_norm is not None:
+            check_real("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
+
+
 @dataclass(frozen=True)
 class LoopConfig:
     mode: str = "async"
@@ -134,6 +183,14 @@ class LoopConfig:
     """torch intra-op threads (null: torch's default). 1 lets the worker and learner use a core each."""
 
 
+    def __post_init__(self) -> None:
+        check_choice("mode", self.mode, MODES)
+        for name in ("num_workers", "trajectories_per_call", "queue_size"):
+            check_int(name, getattr(self, name), low=1)
+        if self.threads is not None:
+            check_int("threads", self.threads, low=1)
+
+
 @dataclass(frozen=True)
 class EvalConfig:
     every: int = 10
@@ -144,6 +201,13 @@ class EvalConfig:
     """Also report greedy accuracy."""
     batch_size: int = 256
     """Prompts per evaluation engine call."""
+
+
+    def __post_init__(self) -> None:
+        check_int("every", self.every, low=1)
+        check_int("batch_size", self.batch_size, low=1)
+        if self.num_prompts is not None:
+            check_int("num_prompts", self.num_prompts, low=1)
 
 
 @dataclass(frozen=True)
@@ -158,161 +222,68 @@ class LogConfig:
     """Show a tqdm progress bar."""
 
 
+    def __post_init__(self) -> None:
+        check_int("checkpoint_every", self.checkpoint_every, low=0)
+
+
 @dataclass(frozen=True)
 class Config:
     seed: int = 0
     """Seeds data order, warm-up, initialisation and sampling."""
     model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy model: the tiny char-level Llama or a pretrained one."""
     data: DataConfig = field(default_factory=DataConfig)
+    """Training and held-out prompts."""
     warmup: WarmupConfig = field(default_factory=WarmupConfig)
+    """Supervised warm-up before RL."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """How trajectories are sampled and rewarded."""
     train: TrainConfig = field(default_factory=TrainConfig)
+    """The RL loss and its optimizer."""
     loop: LoopConfig = field(default_factory=LoopConfig)
+    """Asynchronous or synchronous rollouts, workers and the queue."""
     eval: EvalConfig = field(default_factory=EvalConfig)
+    """Held-out evaluation."""
     log: LogConfig = field(default_factory=LogConfig)
+    """Outputs: metrics, checkpoints, progress."""
+
+    def __post_init__(self) -> None:
+        """The rules that span sections (each section has checked its own fields)."""
+        check_int("seed", self.seed, low=0)
+        G = self.group_size
+        for name, value in (("train.batch_size", self.train.batch_size), ("loop.queue_size", self.loop.queue_size),
+                            ("loop.trajectories_per_call", self.loop.trajectories_per_call)):
+            if value % G:
+                raise ValueError(f"{name} must be a multiple of the group size {G}; got {value}")
+        if LOSSES[self.train.algo].needs_groups and G < 2:
+            raise ValueError(f"rollout.group_size must be >= 2 for {self.train.algo} (group advantages); got {G}")
 
     @property
     def group_size(self) -> int:
         """Trajectories per prompt, resolved from the algorithm when not set."""
         if self.rollout.group_size is not None:
             return self.rollout.group_size
-        from flashsim.losses import LOSSES
-
         return DEFAULT_GROUP_SIZE if LOSSES[self.train.algo].needs_groups else 1
-
-
-def _coerce(name: str, value: Any, annotation: Any) -> Any:
-    """``value`` checked against a field annotation (``int``, ``float | None``, ...)."""
-    hint = annotation if not isinstance(annotation, str) else eval(annotation, vars(typing), {})  # noqa: S307
-    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-    if value is None:
-        if type(None) in options:
-            return None
-        raise ValueError(f"{name} must not be null")
-    for option in options:
-        base = typing.get_origin(option) or option
-        if base is bool and isinstance(value, bool):
-            return value
-        if base is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if base is float and isinstance(value, (int, float, str)) and not isinstance(value, bool):
-            try:
-                return float(value)
-            except ValueError:
-                continue
-        if base is str and isinstance(value, str):
-            return value
-        if base is dict and isinstance(value, dict):
-            return dict(value)
-    expected = " or ".join(getattr(o, "__name__", str(o)) for o in options)
-    raise ValueError(f"{name} must be {expected}; got {value!r} ({type(value).__name__})")
-
-
-def _build(cls: type, data: dict[str, Any], prefix: str) -> Any:
-    if not isinstance(data, dict):
-        raise ValueError(f"{prefix or 'config'} must be a mapping; got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in {prefix or 'the config'}; valid: {sorted(fields)}")
-    kwargs = {}
-    for key, value in data.items():
-        name = f"{prefix}.{key}" if prefix else key
-        f = fields[key]
-        if dataclasses.is_dataclass(f.default_factory if f.default_factory is not dataclasses.MISSING else None):
-            kwargs[key] = _build(f.default_factory, value or {}, name)
-        else:
-            kwargs[key] = _coerce(name, value, f.type)
-    return cls(**kwargs)
-
-
-def _check(condition: bool, name: str, expected: str, value: Any) -> None:
-    if not condition:
-        raise ValueError(f"{name} must be {expected}; got {value!r}")
-
-
-def validate(config: Config) -> Config:
-    """Range and consistency checks; returns ``config`` unchanged or raises ``ValueError``."""
-    from flashsim.losses import LOSSES
-
-    m, d, w, r, t, lp, e, lg = (config.model, config.data, config.warmup, config.rollout, config.train,
-                                config.loop, config.eval, config.log)
-    _check(t.algo in LOSSES, "train.algo", f"one of {sorted(LOSSES)}", t.algo)
-    for name, value in [("model.hidden_size", m.hidden_size), ("model.num_layers", m.num_layers),
-                        ("model.num_heads", m.num_heads), ("model.max_positions", m.max_positions),
-                        ("data.num_train", d.num_train), ("warmup.batch_size", w.batch_size),
-                        ("rollout.max_new_tokens", r.max_new_tokens), ("rollout.max_turns", r.max_turns),
-                        ("train.updates", t.updates), ("train.batch_size", t.batch_size),
-                        ("train.chunk_size", t.chunk_size), ("loop.num_workers", lp.num_workers),
-                        ("loop.trajectories_per_call", lp.trajectories_per_call), ("loop.queue_size", lp.queue_size),
-                        ("eval.every", e.every), ("eval.batch_size", e.batch_size)]:
-        _check(value >= 1, name, "≥ 1", value)
-    for name, value in [("warmup.steps", w.steps), ("data.num_test", d.num_test),
-                        ("train.lr_warmup_updates", t.lr_warmup_updates),
-                        ("log.checkpoint_every", lg.checkpoint_every)]:
-        _check(value >= 0, name, "≥ 0", value)
-    _check(r.temperature > 0, "rollout.temperature", "> 0 for training (greedy is a truncating sampler)",
-           r.temperature)
-    _check(t.lr > 0 and w.lr > 0, "train.lr and warmup.lr", "> 0", (t.lr, w.lr))
-    _check(0 <= d.tool_fraction <= 1, "data.tool_fraction", "in [0, 1]", d.tool_fraction)
-    _check(lp.mode in MODES, "loop.mode", f"one of {MODES}", lp.mode)
-    _check(r.on_reward_error in ON_REWARD_ERROR, "rollout.on_reward_error", f"one of {ON_REWARD_ERROR}",
-           r.on_reward_error)
-    _check(t.microbatch_size is None or t.microbatch_size >= 1, "train.microbatch_size", "≥ 1 or null",
-           t.microbatch_size)
-    _check(config.group_size >= 1, "rollout.group_size", "≥ 1", config.group_size)
-    for name, value in [("train.batch_size", t.batch_size), ("loop.queue_size", lp.queue_size),
-                        ("loop.trajectories_per_call", lp.trajectories_per_call)]:
-        _check(value % config.group_size == 0, name, f"a multiple of the group size {config.group_size}", value)
-    if LOSSES[t.algo].needs_groups:
-        _check(config.group_size >= 2, "rollout.group_size", f"≥ 2 for {t.algo} (group advantages)",
-               config.group_size)
-    try:
-        sampling_params(config)
-    except ValueError as error:
-        raise ValueError(f"rollout: {error}") from error
-    if m.name == "tiny":
-        _check(m.hidden_size % m.num_heads == 0, "model.hidden_size", "divisible by model.num_heads", m.hidden_size)
-    return config
 
 
 def sampling_params(config: Config) -> SamplingParams:
     """The training sampler described by ``config.rollout``."""
-    r = config.rollout
-    return SamplingParams(max_new_tokens=r.max_new_tokens, temperature=r.temperature, top_p=r.top_p,
-                          top_k=r.top_k, allow_truncated_sampling=r.allow_truncated_sampling)
+    return config.rollout.sampling_params()
 
 
-def apply_override(data: dict[str, Any], assignment: str) -> None:
-    """Apply ``section.key=value`` (value parsed as YAML) to the raw config mapping in place."""
-    if "=" not in assignment:
-        raise ValueError(f"--set expects section.key=value; got {assignment!r}")
-    path, _, raw = assignment.partition("=")
-    keys = path.strip().split(".")
-    target = data
-    for key in keys[:-1]:
-        target = target.setdefault(key, {})
-        if not isinstance(target, dict):
-            raise ValueError(f"--set {assignment!r}: {key!r} is not a section")
-    target[keys[-1]] = yaml.safe_load(raw)
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read a YAML preset (or the defaults when ``path`` is None), apply overrides, check everything."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise ValueError(f"config file {str(path)!r} does not exist")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as error:
-            raise ValueError(f"config file {str(path)!r} is not valid YAML: {error}") from error
-    for assignment in overrides:
-        apply_override(data, assignment)
-    return validate(_build(Config, data, ""))
+def load_config(
+    path: str | Path | None = None, overrides: Iterable[str] = (),
+    flags: Sequence[tuple[str, Any, bool]] = (),
+) -> Config:
+    """A YAML preset (or the defaults when ``path`` is None), then ``section.key=value`` overrides, then
+    ``(path, value, is_text)`` from the generated flags; everything checked (see the module docstring)."""
+    data = configs.read_yaml(path) if path is not None else {}
+    assignments = [(*configs.parse_assignment(text), True) for text in overrides] + list(flags)
+    for key, value, text in assignments:
+        configs.assign(Config, data, key, value, text=text)
+    return configs.from_dict(Config, data)
 
 
 def to_dict(config: Config) -> dict[str, Any]:
-    """Plain nested dict (for YAML, checkpoints and logs)."""
-    return dataclasses.asdict(config)
+    """Plain nested dict (for YAML, checkpoints and logs); :func:`load_config` reads it back."""
+    return configs.to_dict(config)

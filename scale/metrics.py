@@ -1,60 +1,58 @@
-"""Metric sinks: CSV, JSONL and (when ``tensorboard`` is installed) TensorBoard, written only by the trainer.
+"""Metric rows of a scale run: the columns of ``metrics.csv``, and TensorBoard when it is installed.
 
 Rows are flat dicts of namespaced keys (``rollout/reward``, ``trust/acceptance_rate``, ``lag/mean``,
-``eval/accuracy``). The CSV header is the union of the keys seen so far: when a new key appears the
-file is rewritten with the wider header (runs are small; JSONL is the append-only record).
+``eval/accuracy``), written only by the trainer through flashsim's one metrics writer
+(:class:`flashsim.io.MetricsWriter`: CSV + JSONL, append-only, flushed at checkpoints, truncated to the
+checkpoint on resume). The CSV columns are fixed up front (:data:`COLUMNS`); a row leaves out what it
+does not measure (evaluation keys between evaluations) and a key outside the columns is an error.
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import math
 from pathlib import Path
 from typing import Any
 
+import flashsim.io as run_io
 
-class MetricsWriter:
-    """Append metric rows to ``out/metrics.csv`` and ``out/metrics.jsonl`` (and TensorBoard)."""
+COLUMNS = (
+    "update",
+    "rollout/reward", "rollout/length", "rollout/tool_calls", "rollout/truncation", "rollout/trajectories",
+    "rollout/dropped",
+    "lag/mean", "lag/max", "lag/min", "loop/queue_depth", "time/wait_s",
+    "loss/policy", "grad/norm", "policy/entropy",
+    "trust/acceptance_rate", "trust/sequence_kl_mean", "trust/sequence_kl_max", "trust/token_acceptance_rate",
+    "trust/clip_fraction", "trust/ratio_mean", "trust/ratio_min", "trust/ratio_max",
+    "time/learner_s", "time/elapsed_s", "optim/lr",
+    "eval/accuracy", "eval/length", "eval/tool_calls", "eval/truncation", "eval/accuracy_greedy",
+    "time/warmup_s", "warmup/loss",
+)
+"""Every key a row may carry, in CSV column order (a new metric is added here)."""
 
-    def __init__(self, out: str | Path, *, tensorboard: bool = True) -> None:
-        self.out = Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.csv_path, self.jsonl_path = self.out / "metrics.csv", self.out / "metrics.jsonl"
-        self.rows: list[dict[str, Any]] = []
-        if self.jsonl_path.exists():
-            self.rows = [json.loads(line) for line in self.jsonl_path.read_text().splitlines() if line.strip()]
-        self.tensorboard = _tensorboard_writer(self.out / "tensorboard") if tensorboard else None
+
+class MetricsWriter(run_io.MetricsWriter):
+    """flashsim's metrics writer over :data:`COLUMNS` in ``out``, plus TensorBoard scalars.
+
+    Args:
+        out: the run directory.
+        offsets: the writer's :attr:`offsets` stored in the checkpoint being resumed (None: a fresh run).
+        tensorboard: also write TensorBoard events when ``tensorboard`` is installed.
+    """
+
+    def __init__(self, out: str | Path, *, offsets: tuple[int, int] | None = None, tensorboard: bool = True) -> None:
+        super().__init__(out, COLUMNS, offsets)
+        self.tensorboard = _tensorboard_writer(Path(out) / "tensorboard") if tensorboard else None
 
     def write(self, row: dict[str, Any]) -> None:
         """Record one row (``update`` is the x-axis)."""
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-        self.rows.append(clean)
-        with self.jsonl_path.open("a") as handle:
-            handle.write(json.dumps(clean) + "\n")
-        self._write_csv()
+        super().write(row)
         if self.tensorboard is not None:
-            step = int(row.get("update", len(self.rows)))
+            step = int(row["update"])
             for key, value in row.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "update":
                     self.tensorboard.add_scalar(key, value, step)
 
-    def truncate_after(self, update: int) -> None:
-        """Forget rows past ``update`` (after resuming from an earlier checkpoint)."""
-        self.rows = [r for r in self.rows if r.get("update", 0) <= update]
-        self.jsonl_path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
-        self._write_csv()
-
-    def _write_csv(self) -> None:
-        header: list[str] = []
-        for row in self.rows:
-            header += [k for k in row if k not in header]
-        with self.csv_path.open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=header)
-            writer.writeheader()
-            writer.writerows(self.rows)
-
     def close(self) -> None:
+        super().close()
         if self.tensorboard is not None:
             self.tensorboard.close()
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import yaml
 
+from flashsim.io import atomic_write_text
 from scale.checkpoint import load_checkpoint, save_checkpoint
 from scale.config import Config, sampling_params, to_dict
 from scale.data import PromptExample, PromptStream, arithmetic_task, load_prompts
@@ -89,7 +90,7 @@ class Trainer:
                         for i in range(config.loop.num_workers if config.loop.mode == "async" else 1)]
         self.eval_engine = TransformersEngine(self.model, self.tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
                                               max_batch_size=config.eval.batch_size, device=config.model.device)
-        self.metrics = MetricsWriter(self.out, tensorboard=config.log.tensorboard)
+        self.metrics: MetricsWriter | None = None  # opened by run(): afresh, or at the checkpoint's offsets
         self.summary: dict[str, Any] = {}
 
     # -- evaluation -------------------------------------------------------------------------------
@@ -120,6 +121,7 @@ class Trainer:
             "stream": self.stream.state_dict(), "next_group_id": next(self.group_counter),
             "engine_generators": [e.generator.get_state() for e in self.engines],
             "torch_rng": torch.get_rng_state(), "summary": dict(self.summary),
+            "metrics_offsets": self.metrics.offsets,  # flushes the rows so far; resume truncates to here
         }
 
     def save(self) -> None:
@@ -139,7 +141,8 @@ class Trainer:
             engine.generator.set_state(generator_state)
         torch.set_rng_state(state["torch_rng"])
         self.summary = dict(state["summary"])
-        self.metrics.truncate_after(self.learner.version)
+        self.metrics = MetricsWriter(self.out, offsets=tuple(state["metrics_offsets"]),
+                                     tensorboard=self.config.log.tensorboard)
 
     # -- the run ----------------------------------------------------------------------------------
     def run_warmup(self) -> None:
@@ -164,7 +167,8 @@ class Trainer:
         if self.resume:
             self.load()
         else:
-            (self.out / "config.yaml").write_text(yaml.safe_dump(to_dict(self.config), sort_keys=False))
+            atomic_write_text(self.out / "config.yaml", yaml.safe_dump(to_dict(self.config), sort_keys=False))
+            self.metrics = MetricsWriter(self.out, tensorboard=self.config.log.tensorboard)
             self.run_warmup()
         source = self._source()
         try:
@@ -178,7 +182,7 @@ class Trainer:
         initial = self.summary.get("after_warmup", {})
         if "eval/accuracy" in final and "eval/accuracy" in initial:
             self.summary["accuracy_gain"] = final["eval/accuracy"] - initial["eval/accuracy"]
-        (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2))
+        atomic_write_text(self.out / "summary.json", json.dumps(self.summary, indent=2))
         return self.summary
 
     def _source(self) -> SyncRollouts | AsyncRollouts:

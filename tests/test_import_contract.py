@@ -9,11 +9,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+_LAYERS = ("flashsim.losses", "flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
+           "flashsim.experiments", "flashsim.cli", "flashsim.testing")
+
 # For each layer: the project modules it must never import (prefix match on dotted names).
 FORBIDDEN = {
     "src/flashsim/losses": ("flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
                             "flashsim.experiments", "flashsim.cli", "toy_envs", "scale", "numpy", "gymnasium"),
     "toy_envs": ("flashsim", "scale", "torch"),
+    # Foundation modules that every layer (and scale) may use: they import no flashsim layer.
+    "src/flashsim/validation.py": ("flashsim", "toy_envs", "scale", "torch", "numpy"),
+    "src/flashsim/config.py": _LAYERS + ("flashsim.io", "toy_envs", "scale", "torch", "numpy"),
+    "src/flashsim/io.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale"),
     "src/flashsim/policies.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
     "src/flashsim/exact.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
     "src/flashsim/sim": ("flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),

@@ -78,8 +78,8 @@ HYPER_CASES = [
     ("NaN delta", {"delta": math.nan}, ValueError, "delta must lie in"),
     ("bool delta", {"delta": True}, TypeError, "delta must be a real number"),
     ("string delta", {"delta": "3e-3"}, TypeError, "delta must be a real number"),
-    ("unknown gate", {"gate": "sequnce"}, ValueError, "unknown gate 'sequnce'; valid: 'sequence', 'token', 'none'"),
-    ("unknown aggregation", {"aggregation": "mean"}, ValueError, "unknown aggregation 'mean'; valid: 'sample_mean'"),
+    ("unknown gate", {"gate": "sequnce"}, ValueError, "gate must be one of 'sequence', 'token', 'none'; got 'sequnce'"),
+    ("unknown aggregation", {"aggregation": "mean"}, ValueError, "aggregation must be one of 'sample_mean'"),
     ("global B smaller than local", {"num_sequences": 1}, ValueError, "num_sequences is a global count"),
     ("zero global tokens", {"num_tokens": 0, "aggregation": "token_mean"}, ValueError, "num_tokens must lie in"),
     ("non-positive log-ratio clamp", {"log_ratio_clamp": 0.0}, ValueError, "log_ratio_clamp must lie in"),
@@ -120,7 +120,7 @@ def test_grpo_loss_rejects_bad_arguments(options, error, message):
 
 
 POLICY_CASES = [
-    ("unknown correction", {"correction": "clip"}, ValueError, "unknown correction 'clip'; valid:"),
+    ("unknown correction", {"correction": "clip"}, ValueError, "correction must be one of"),
     ("zero TIS cap", {"correction": "truncated_is", "tis_cap": 0.0}, ValueError, "tis_cap must lie in"),
     ("inverted ratio band", {"correction": "ratio_mask", "ratio_bounds": (2.0, 0.5)}, ValueError,
      r"ratio_bounds\[1\] must lie in"),
@@ -139,7 +139,7 @@ def test_policy_loss_rejects_bad_corrections(options, error, message):
 
 
 def test_unknown_loss_name_lists_the_valid_ones():
-    with pytest.raises(ValueError, match="unknown loss 'flash'; valid: 'flash_reinforce', 'token_gate'"):
+    with pytest.raises(ValueError, match="loss must be one of 'flash_reinforce', 'token_gate'"):
         get_loss("flash")
 
 

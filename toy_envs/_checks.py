@@ -1,4 +1,8 @@
-"""Argument checks shared by the toy-env configurations (ValueError messages that say how to fix it)."""
+"""Argument checks shared by the toy-env configurations: ``TypeError`` for a wrong type, ``ValueError`` for a
+bad value, messages that say how to fix it.
+
+Layer 2's copy of :mod:`flashsim.validation` (``toy_envs`` may import neither flashsim nor torch); same rules.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ import numpy as np
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
+    if value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
     return int(value)
 
@@ -14,8 +20,9 @@ def check_int(name: str, value: object, minimum: int) -> int:
 def check_real(
     name: str, value: object, low: float, high: float, *, open_low: bool = False, open_high: bool = False
 ) -> float:
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    ok = ok and np.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
+    ok = bool(np.isfinite(value))
     ok = ok and (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
     if not ok:
         interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from flashsim.validation import check_int
+
 #: Smallest uniform for Gumbel-max sampling: keeps ``-log(-log(u))`` finite when ``torch.rand`` returns 0.
 _GUMBEL_TINY = 1e-20
 
@@ -103,9 +105,7 @@ def _as_features(features: object, dtype: torch.dtype | None) -> torch.Tensor:
 
 
 def _check_num_actions(num_actions: int) -> int:
-    if isinstance(num_actions, bool) or not isinstance(num_actions, int) or num_actions < 1:
-        raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}.")
-    return num_actions
+    return check_int("num_actions", num_actions, low=1)
 
 
 class TabularPolicy(Policy):

@@ -58,15 +58,17 @@ def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--set", "train.batch_size=0"], "train.batch_size must be ≥ 1"),
-    (["--set", "train.bogus=1"], "unknown key(s) ['bogus'] in train"),
+    (["--set", "train.batch_size=0"], "train.batch_size must be an int >= 1, got 0"),
+    (["--train.batch-size", "0"], "train.batch_size must be an int >= 1, got 0"),
+    (["--set", "train.bogus=1"], "unknown key train.bogus"),
     (["--algo", "nope"], "train.algo must be one of"),
     (["--set", "rollout.top_p=0.5"], "biases the importance ratio"),
-    (["--set", "train.lr=fast"], "train.lr must be float"),
+    (["--set", "train.lr=fast"], "train.lr must be a real number, got 'fast'"),
+    (["--set", "loop.threads=2.5"], "loop.threads must be an int, got '2.5'"),
     (["--algo", "grpo", "--set", "loop.queue_size=12"], "loop.queue_size must be a multiple of the group size 8"),
     (["--config", "missing.yaml"], "does not exist"),
-], ids=["zero-batch", "unknown-key", "unknown-algo", "truncated-sampler", "bad-type", "queue-vs-group",
-        "missing-file"])
+], ids=["zero-batch", "zero-batch-flag", "unknown-key", "unknown-algo", "truncated-sampler", "bad-type",
+        "bad-int", "queue-vs-group", "missing-file"])
 def test_a_bad_configuration_exits_with_a_clear_error(args, message, capsys):
     if "--config" not in args:
         args = ["--config", "tiny_cpu", *args]
@@ -78,7 +80,7 @@ def test_a_bad_configuration_exits_with_a_clear_error(args, message, capsys):
 def test_the_module_entry_point_reports_a_bad_configuration_with_exit_status_2():
     result = _cli("train", "--config", "tiny_cpu", "--set", "loop.mode=sometimes")
     assert result.returncode == 2
-    assert "loop.mode must be one of ('async', 'sync'); got 'sometimes'" in result.stderr
+    assert "loop.mode must be one of 'async', 'sync'; got 'sometimes'" in result.stderr
 
 
 @pytest.mark.slow

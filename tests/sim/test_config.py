@@ -1,4 +1,4 @@
-"""Configs of the simulator: the ``--lag`` syntax, validation messages, presets and help text."""
+"""Configs of the simulator: the ``--lag`` syntax, validation messages, presets, help text, strict loading."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pickle
 
 import pytest
 
+from flashsim.config import assign, field_docs, from_dict, load, to_dict
 from flashsim.losses import LOSSES
 from flashsim.sim.config import (
     ALGORITHMS,
@@ -15,7 +16,6 @@ from flashsim.sim.config import (
     RandomLag,
     TimingModel,
     TrainConfig,
-    field_help,
     parse_lag,
 )
 
@@ -87,7 +87,7 @@ def test_every_algorithm_preset_names_a_registered_loss():
 
 def test_field_docstrings_are_the_help_text_of_every_field():
     for cls in (TrainConfig, AlgorithmConfig, TimingModel, AsyncWorkers, RandomLag, FixedLag):
-        help_text = field_help(cls)
+        help_text = field_docs(cls)
         assert set(help_text) == set(cls.__dataclass_fields__), cls.__name__
         assert all(text.endswith((".", ")")) for text in help_text.values()), cls.__name__
 
@@ -96,3 +96,65 @@ def test_configs_pickle_and_compare_equal_after_a_round_trip():
     config = TrainConfig(algorithm=AlgorithmConfig(loss_options={"delta": 0.01}), lag=RandomLag(3))
     assert pickle.loads(pickle.dumps(config)) == config
     assert config.with_updates(7).updates == 7 and config.with_updates(7).lag == config.lag
+
+
+def test_a_config_survives_plain_data_and_back_unchanged():
+    config = TrainConfig(algorithm=AlgorithmConfig(loss_options={"delta": 0.01}), lag=AsyncWorkers(8, crash_prob=0.1),
+                         timing=TimingModel(update_time=2.0))
+    assert from_dict(TrainConfig, to_dict(config)) == config
+
+
+def test_set_assignments_are_typed_by_the_field_they_set():
+    config = load(TrainConfig, assignments=["lag=workers:8", "lag.crash_prob=0.25", "algorithm.batch_size=16",
+                                            "algorithm.loss_options.delta=0.01", "timing.tool_sigma=0.5"])
+    assert config.lag == AsyncWorkers(8, crash_prob=0.25) and config.algorithm.batch_size == 16
+    assert config.algorithm.loss_options == {"delta": 0.01} and config.timing.tool_sigma == 0.5
+
+
+def test_set_refines_a_lag_given_in_text_form_in_the_file(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("lag: workers:8\n")
+    assert load(TrainConfig, path, ["lag.crash_prob=0.2"]).lag == AsyncWorkers(8, crash_prob=0.2)
+    with pytest.raises(ValueError, match=r"lag\.crash_prob"):
+        load(TrainConfig, assignments=["lag.crash_prob=0.2"])  # the default lag is a FixedLag
+
+
+def test_a_yaml_file_loads_strictly_into_the_dataclasses(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("updates: 12\nlag: random:4\nalgorithm:\n  loss: grpo\n  group_size: 4\n  batch_size: 16\n")
+    config = load(TrainConfig, path, ["seed=3"])
+    assert (config.updates, config.seed, config.lag, config.algorithm.group_size) == (12, 3, RandomLag(4), 4)
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "key"),
+    [
+        ({"algorithm": {"bogus": 1}}, ValueError, "algorithm.bogus"),
+        ({"updatez": 3}, ValueError, "updatez"),
+        ({"updates": 2.5}, TypeError, "updates"),
+        ({"updates": "10"}, TypeError, "updates"),
+        ({"algorithm": {"batch_size": True}}, TypeError, "algorithm.batch_size"),
+        ({"algorithm": {"learning_rate": "fast"}}, TypeError, "algorithm.learning_rate"),
+        ({"algorithm": {"batch_size": 0}}, ValueError, "algorithm.batch_size"),
+        ({"lag": {"type": "AsyncWorkers", "crash_prob": 1.5}}, ValueError, "lag.crash_prob"),
+        ({"lag": {"type": "Teleport"}}, ValueError, "lag.type"),
+        ({"timing": {"straggler_factor": 0.5}}, ValueError, "timing.straggler_factor"),
+        ({"algorithm": 3}, TypeError, "algorithm"),
+    ],
+    ids=["unknown-section-key", "unknown-key", "float-for-int", "string-for-int", "bool-for-int", "word-for-float",
+         "out-of-range", "union-section-range", "unknown-union-type", "nested-optional-range", "scalar-for-section"],
+)
+def test_strict_loading_errors_name_the_key(data, error, key):
+    with pytest.raises(error, match=key.replace(".", r"\.")):
+        from_dict(TrainConfig, data)
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "error"),
+    [("updates", "ten", TypeError), ("algorithm.nope", "1", ValueError), ("lag", "sometimes", ValueError),
+     ("algorithm", "3", TypeError)],
+    ids=["not-an-int", "unknown-key", "bad-lag-spec", "a-section"],
+)
+def test_bad_set_assignments_name_the_key(path, text, error):
+    with pytest.raises(error, match=path.split(".")[-1]):
+        assign(TrainConfig, {}, path, text)

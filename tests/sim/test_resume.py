@@ -9,7 +9,8 @@ import torch
 
 import flashsim.sim.training as training
 from flashsim.sim import AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TimingModel, TrainConfig, train
-from flashsim.sim.output import CHECKPOINT, load_checkpoint
+from flashsim.sim.training import CHECKPOINT
+from flashsim.sim.training import load_state as load_checkpoint
 
 CONFIGS = {
     "fixed-lag-minibatches": TrainConfig(env="chain", algorithm=AlgorithmConfig(batch_size=16, minibatches=2),
@@ -91,3 +92,13 @@ def _equal_with_nan(first, second):
     return len(first) == len(second) and all(
         row.keys() == other.keys() and all(same(row[k], other[k]) for k in row) for row, other in zip(first, second)
     )
+
+
+def test_resuming_from_a_tampered_checkpoint_refuses_it_without_running_it(tmp_path):
+    from tests.test_io import _Evil
+
+    train(CONFIGS["fixed-lag-minibatches"].with_updates(2), tmp_path / "run", plot=False)
+    torch.save({"simulation": _Evil(tmp_path / "pwned")}, tmp_path / "run" / CHECKPOINT)
+    with pytest.raises(ValueError, match="refusing to load"):
+        train(CONFIGS["fixed-lag-minibatches"], tmp_path / "run", resume=True, plot=False)
+    assert not (tmp_path / "pwned").exists()

@@ -3,7 +3,9 @@
 Writes ``metrics.csv``, ``metrics.jsonl``, ``curves.png``, ``summary.json``, ``config.json`` and a
 resumable ``checkpoint.pt`` to ``--out``; ``--resume`` continues an interrupted run from there (its
 configuration comes from the checkpoint; ``--updates`` may extend the budget). The help text of
-each option is the docstring of the config field it sets (:mod:`flashsim.sim.config`).
+each option is the docstring of the config field it sets (:mod:`flashsim.sim.config`); the flags are
+generated from those dataclasses by :mod:`flashsim.config`, which also reads ``--config FILE.yaml`` and
+``--set KEY=VALUE`` strictly.
 """
 
 from __future__ import annotations
@@ -16,33 +18,15 @@ from pathlib import Path
 
 import torch
 
-from flashsim.sim.config import (
-    ALGORITHMS,
-    AlgorithmConfig,
-    AsyncWorkers,
-    TimingModel,
-    TrainConfig,
-    field_help,
-    parse_lag,
-)
+from flashsim.config import add_flags, assign, field_docs, flag_assignments, from_dict, parse_assignment, read_yaml
+from flashsim.io import jsonable
+from flashsim.sim.config import ALGORITHMS, AsyncWorkers, TimingModel, TrainConfig
 from flashsim.sim.envs import ENVS
-from flashsim.sim.output import CHECKPOINT, jsonable, load_checkpoint
-from flashsim.sim.training import train
+from flashsim.sim.training import CHECKPOINT, load_state, train
 
-# (flag, config class, field, type): options that override one field of the chosen preset.
-_ALGORITHM_FLAGS = (
-    ("--batch-size", "batch_size", int), ("--group-size", "group_size", int), ("--epochs", "epochs", int),
-    ("--minibatches", "minibatches", int), ("--optimizer", "optimizer", str), ("--lr", "learning_rate", float),
-)
-_RUN_FLAGS = (
-    ("--policy", "policy", str), ("--eval-every", "eval_every", int),
-    ("--checkpoint-every", "checkpoint_every", int), ("--logprob-noise", "logprob_noise", float),
-)
-_TIMING_FLAGS = (
-    ("--update-time", "update_time", float), ("--tool-sigma", "tool_sigma", float),
-    ("--straggler-prob", "straggler_prob", float),
-)
-_WORKER_FLAGS = (("--crash-prob", "crash_prob", float), ("--max-queued", "max_queued", int))
+_NAMES = {"algorithm.learning_rate": ("--lr", "--learning-rate")}
+_WORKER_ONLY = ("max_queued", "crash_prob", "restart_time")
+"""Fields of :class:`AsyncWorkers` with their own flags (``--lag workers:N[:sync]`` sets the others)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -50,62 +34,52 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "train", help="run one simulated training run (FlashREINFORCE, GRPO or an ablation) with policy lag",
         description=__doc__.split("\n\n")[0],
     )
-    run_help, algorithm_help = field_help(TrainConfig), field_help(AlgorithmConfig)
-    parser.add_argument("--env", choices=list(ENVS), default=None, help=run_help["env"] + " [default: bandit]")
-    parser.add_argument(
-        "--algo", choices=list(ALGORITHMS), default=None,
-        help="algorithm preset: the loss and its batching [default: flash_reinforce]",
-    )
-    parser.add_argument(
-        "--lag", type=parse_lag, default=None, metavar="SPEC",
-        help="policy lag: L (fixed), random:MAX[:uniform|geometric|poisson[:MEAN]], or workers:N[:sync] "
-        "(emergent, event-driven) [default: 0]",
-    )
-    parser.add_argument("--updates", type=int, default=None, help=run_help["updates"] + " [default: 200]")
-    parser.add_argument("--seed", type=int, default=None, help=run_help["seed"] + " [default: 0]")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="run directory for all outputs")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
+    parser.add_argument(
+        "--algo", choices=list(ALGORITHMS), default=None,
+        help="algorithm preset: the loss and its batching (flags below override single fields) [default: "
+        "flash_reinforce]",
+    )
+    parser.add_argument("--config", default=None, metavar="FILE.yaml",
+                        help="a YAML file of TrainConfig keys (applied after --algo, before --set and flags)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config key (repeatable), e.g. --set algorithm.loss_options.clip_eps=0.1")
+    parser.add_argument("--delta", default=None, metavar="FLOAT",
+                        help="gate threshold δ of the loss (sets algorithm.loss_options.delta)")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("--delta", type=float, default=None, help="gate threshold δ of the loss (loss option)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (tiny tensors: 1 is fastest)")
-    for flags, helps in ((_ALGORITHM_FLAGS, algorithm_help), (_RUN_FLAGS, run_help)):
-        for flag, name, kind in flags:
-            parser.add_argument(flag, type=kind, default=None, help=helps[name])
-    for flags, helps in ((_TIMING_FLAGS, field_help(TimingModel)), (_WORKER_FLAGS, field_help(AsyncWorkers))):
-        for flag, name, kind in flags:
-            parser.add_argument(flag, type=kind, default=None, help=helps[name])
-    parser.set_defaults(func=run)
+    paths = add_flags(parser, TrainConfig, flat=True, names=_NAMES, exclude=("algorithm.loss",))
+    paths += add_flags(parser, AsyncWorkers, prefix="lag", flat=True,
+                       exclude=[f"lag.{name}" for name in field_docs(AsyncWorkers) if name not in _WORKER_ONLY])
+    parser.set_defaults(func=run, config_paths=paths)
 
 
 def build_config(args: argparse.Namespace, base: TrainConfig | None = None) -> TrainConfig:
-    """The run's config: ``base`` (or the defaults and presets) with every option given on the command line."""
+    """The run's config: ``base`` (or the defaults), then ``--algo``, ``--config``, ``--set``, then the flags."""
     config = base if base is not None else TrainConfig()
-    algorithm = ALGORITHMS[args.algo] if args.algo is not None else config.algorithm
-    overrides = {name: getattr(args, _dest(flag)) for flag, name, _ in _ALGORITHM_FLAGS}
-    algorithm = replace(algorithm, **{k: v for k, v in overrides.items() if v is not None})
+    if args.algo is not None:
+        config = replace(config, algorithm=ALGORITHMS[args.algo])
+    data = read_yaml(args.config) if args.config is not None else {}
+    given = [(path, value, True) for path, value in map(parse_assignment, args.set)]
+    given += flag_assignments(args, args.config_paths)
     if args.delta is not None:
-        algorithm = replace(algorithm, loss_options={**algorithm.loss_options, "delta": args.delta})
-    changes: dict[str, object] = {"algorithm": algorithm}
-    for option in ("env", "lag", "updates", "seed"):
-        if getattr(args, option) is not None:
-            changes[option] = getattr(args, option)
-    for flag, name, _ in _RUN_FLAGS:
-        if getattr(args, _dest(flag)) is not None:
-            changes[name] = getattr(args, _dest(flag))
-    lag = changes.get("lag", config.lag)
-    worker_options = {name: getattr(args, _dest(flag)) for flag, name, _ in _WORKER_FLAGS}
-    worker_options = {k: v for k, v in worker_options.items() if v is not None}
-    if worker_options:
-        if not isinstance(lag, AsyncWorkers):
-            raise ValueError(f"{', '.join(worker_options)} need --lag workers:N (event-driven workers)")
-        changes["lag"] = replace(lag, **worker_options)
-    timing_options = {name: getattr(args, _dest(flag)) for flag, name, _ in _TIMING_FLAGS}
-    timing_options = {k: v for k, v in timing_options.items() if v is not None}
-    if timing_options:
-        timing = config.timing or ENVS[changes.get("env", config.env)].timing
-        changes["timing"] = replace(timing, **timing_options)
-    return replace(config, **changes)
+        given.append(("algorithm.loss_options.delta", args.delta, True))
+    chosen = [g for g in given if g[0] in ("env", "lag")]  # first: worker and timing flags refine these choices
+    for path, value, text in chosen:
+        assign(TrainConfig, data, path, value, text=text, base=config)
+    lag = from_dict(TrainConfig, {"lag": data["lag"]}, base=config).lag if "lag" in data else config.lag
+    worker_flags = [path for path, _, _ in given if path.startswith("lag.")]
+    if worker_flags and not isinstance(lag, AsyncWorkers):
+        raise ValueError(f"{', '.join(worker_flags)} need --lag workers:N (event-driven workers)")
+    if any(path.startswith("timing.") for path, _, _ in given) and config.timing is None and "timing" not in data:
+        env = data.get("env", config.env)
+        config = replace(config, timing=ENVS[env].timing if env in ENVS else TimingModel())  # refine the preset's
+    for path, value, text in given:
+        if (path, value, text) not in chosen:
+            assign(TrainConfig, data, path, value, text=text, base=config)
+    return from_dict(TrainConfig, data, base=config)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         if args.resume:
             if not (args.out / CHECKPOINT).exists():
                 raise FileNotFoundError(f"nothing to resume: {args.out / CHECKPOINT} does not exist")
-            base = load_checkpoint(args.out / CHECKPOINT)["simulation"]["config"]
+            base = load_state(args.out / CHECKPOINT)["simulation"]["config"]
         config = build_config(args, base)
         result = train(config, args.out, resume=args.resume, progress=not args.no_progress)
     except (ValueError, TypeError, FileExistsError, FileNotFoundError) as error:
@@ -138,7 +112,3 @@ def _print_summary(summary: dict, out: Path) -> None:
     print(f"  gate acceptance rate    {final['trust/acceptance_rate']:.4f}")
     print(f"  observed lag mean/max   {final['lag/mean']:.2f} / {final['lag/max']:.0f}")
     print(f"  {summary['updates_per_second']:.1f} updates/s; outputs in {out}")
-
-
-def _dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")

@@ -14,12 +14,12 @@ import csv
 import json
 import sys
 import time
-from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
 
-from flashsim.sim.config import field_help
+from flashsim.config import add_flags, assign, flag_assignments, from_dict, to_dict
+from flashsim.io import atomic_write_text
 from flashsim.variance.plots import plot_metrics, plot_split
 from flashsim.variance.sweep import SweepConfig, run_sweep
 
@@ -41,48 +41,25 @@ TABLE_COLUMNS = (
 )
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(part) for part in text.split(",") if part)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "variance", help="measure bias and variance of update directions against exact gradients",
         description=__doc__.split("\n\n")[0],
     )
-    helps, defaults = field_help(SweepConfig), SweepConfig()
-    options = (
-        ("--env", "env", str), ("--policy", "policy", str), ("--estimators", "estimators", _names),
-        ("--budget", "budgets", _ints), ("--group-size", "group_sizes", _ints), ("--lags", "lags", _ints),
-        ("--batches", "batches", int), ("--steps", "steps", int), ("--step-size", "step_size", float),
-        ("--delta", "delta", float), ("--seed", "seed", int), ("--bootstrap", "bootstrap", int),
-        ("--replicates", "replicates", int),
-    )
-    for flag, name, kind in options:
-        default = getattr(defaults, name)
-        is_list = isinstance(default, tuple)
-        shown = ",".join(map(str, default)) if is_list else default
-        parser.add_argument(
-            flag, dest=name, type=kind, default=default, metavar="A,B,..." if is_list else None,
-            help=f"{helps[name]} [default: {shown}]",
-        )
+    paths = add_flags(parser, SweepConfig, flat=True, names={"budgets": "--budget", "group_sizes": "--group-size"})
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the CSV and plots")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, config_paths=paths)
 
 
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     try:
-        config = SweepConfig(**{f.name: getattr(args, f.name) for f in fields(SweepConfig)})
+        data: dict = {}
+        for path, value, text in flag_assignments(args, args.config_paths):
+            assign(SweepConfig, data, path, value, text=text)
+        config = from_dict(SweepConfig, data)
         args.out.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         rows = run_sweep(config, progress=None if args.quiet else _progress)
@@ -91,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     elapsed = time.perf_counter() - started
     write_csv(rows, args.out / "variance.csv")
-    (args.out / "config.json").write_text(json.dumps({**asdict(config), "seconds": elapsed}, indent=2) + "\n")
+    atomic_write_text(args.out / "config.json", json.dumps({**to_dict(config), "seconds": elapsed}, indent=2) + "\n")
     title = f"{config.env}, {config.policy} policy, M = {config.batches} batches, δ = {config.delta}"
     plot_metrics(rows, args.out / "vs_lag.png", x="lag", title=title)
     plot_metrics(rows, args.out / "vs_budget.png", x="budget", title=title)

@@ -13,10 +13,12 @@ Every message says what was expected and what came, and names the argument.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import torch
 from torch import Tensor
+
+from flashsim.validation import check_choice as check_choice  # re-exported for the loss modules
+from flashsim.validation import check_real
 
 # log_softmax in float32 can round a certain token's log-prob to a tiny positive number; anything
 # above this is a caller's bug (probabilities passed instead of log-probs, a sign error).
@@ -115,16 +117,9 @@ def check_number(
     name: str, value: object, *, low: float = -math.inf, high: float = math.inf,
     low_inclusive: bool = True, high_inclusive: bool = True,
 ) -> float:
-    """A real number (not bool) within the given interval."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
-    low_ok = value >= low if low_inclusive else value > low
-    high_ok = value <= high if high_inclusive else value < high
-    if math.isnan(value) or not (low_ok and high_ok):
-        lo, hi = ("[" if low_inclusive else "("), ("]" if high_inclusive else ")")
-        raise ValueError(f"{name} must lie in {lo}{low}, {high}{hi}, got {value}")
-    return value
+    """A real number (not bool) within the interval; ±inf pass where the interval allows them (δ = ∞)."""
+    return check_real(name, value, low=low, high=high, low_inclusive=low_inclusive, high_inclusive=high_inclusive,
+                      finite=False)
 
 
 def check_count(name: str, value: object, *, at_least: int) -> float | Tensor:
@@ -139,14 +134,6 @@ def check_count(name: str, value: object, *, at_least: int) -> float | Tensor:
             f"{name} is a global count and must be at least the local count {at_least}, got {count:g}"
         )
     return count
-
-
-def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
-    """One of the named modes; the message lists the valid ones."""
-    choices = tuple(choices)
-    if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(repr(c) for c in choices)}")
-    return value  # type: ignore[return-value]
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -15,7 +15,7 @@ Modules, one job each:
 - :mod:`~flashsim.sim.learner` — optimizer steps through the loss registry;
 - :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics;
 - :mod:`~flashsim.sim.training` — the runner: outputs, checkpoints, resume, progress;
-- :mod:`~flashsim.sim.output`, :mod:`~flashsim.sim.plotting` — files and figures.
+- :mod:`~flashsim.sim.plotting` — figures (metrics and checkpoints: :mod:`flashsim.io`).
 
 Example:
     >>> from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, train

@@ -1,7 +1,8 @@
 """Configuration of a simulated training run: frozen dataclasses, named presets, and the ``--lag`` syntax.
 
-Every field carries a docstring; :func:`field_help` reads those docstrings so that they are also the
-``flashsim train --help`` text (one source of truth, as in CleanRL). Derived values are properties.
+Every field carries a docstring, which :mod:`flashsim.config` makes the ``flashsim train --help`` text
+(one source of truth, as in CleanRL); the same module loads these classes from YAML and ``--set``.
+Derived values are properties.
 
 Glossary: B trajectories per collected batch, G trajectories per group (prompt), L policy lag in
 learner updates, δ the sequence-gate threshold, N rollout workers.
@@ -9,39 +10,12 @@ learner updates, δ the sequence-gate threshold, N rollout workers.
 
 from __future__ import annotations
 
-import ast
-import functools
-import inspect
-import math
-import textwrap
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-
-def _check_int(name: str, value: object, *, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-
-
-def _check_nonnegative(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def _check_probability(name: str, value: object) -> None:
-    _check_nonnegative(name, value)
-    if value > 1:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+from flashsim.config import PARSE
+from flashsim.validation import check_choice, check_instance, check_int, check_probability, check_real
 
 
 @dataclass(frozen=True)
@@ -52,7 +26,7 @@ class FixedLag:
     """The policy lag L in learner updates (0 is on-policy)."""
 
     def __post_init__(self) -> None:
-        _check_int("lag", self.lag, low=0)
+        check_int("lag", self.lag, low=0)
 
     @property
     def max_lag(self) -> int:
@@ -72,10 +46,9 @@ class RandomLag:
     """Mean lag of the geometric and Poisson distributions (before capping)."""
 
     def __post_init__(self) -> None:
-        _check_int("max_lag", self.max_lag, low=0)
-        _check_choice("distribution", self.distribution, ("uniform", "geometric", "poisson"))
-        if not (isinstance(self.mean, (int, float)) and math.isfinite(self.mean) and self.mean >= 0):
-            raise ValueError(f"mean must be a finite number >= 0, got {self.mean!r}")
+        check_int("max_lag", self.max_lag, low=0)
+        check_choice("distribution", self.distribution, ("uniform", "geometric", "poisson"))
+        check_real("mean", self.mean, low=0.0)
 
 
 @dataclass(frozen=True)
@@ -103,14 +76,46 @@ class AsyncWorkers:
     """Simulated seconds a crashed worker needs to come back."""
 
     def __post_init__(self) -> None:
-        _check_int("num_workers", self.num_workers, low=1)
+        check_int("num_workers", self.num_workers, low=1)
         if self.max_queued is not None:
-            _check_int("max_queued", self.max_queued, low=1)
-        _check_probability("crash_prob", self.crash_prob)
-        _check_nonnegative("restart_time", self.restart_time)
+            check_int("max_queued", self.max_queued, low=1)
+        check_probability("crash_prob", self.crash_prob)
+        check_real("restart_time", self.restart_time, low=0.0)
 
 
 LagModel = FixedLag | RandomLag | AsyncWorkers
+
+
+def parse_lag(spec: str) -> LagModel:
+    """Parse the ``--lag`` syntax.
+
+    ``L`` (an integer) is :class:`FixedLag`; ``random:MAX[:DIST[:MEAN]]`` is :class:`RandomLag`;
+    ``workers:N[:sync]`` is :class:`AsyncWorkers` with N workers (``sync`` for the synchronous barrier).
+
+    >>> parse_lag("8"), parse_lag("random:4:geometric:1.5").distribution, parse_lag("workers:16").num_workers
+    (FixedLag(lag=8), 'geometric', 16)
+    """
+    if not isinstance(spec, str):
+        raise TypeError(f"lag spec must be a string, got {type(spec).__name__}")
+    parts = spec.strip().split(":")
+    try:
+        if len(parts) == 1:
+            return FixedLag(int(parts[0]))
+        if parts[0] == "random" and 2 <= len(parts) <= 4:
+            options = {"max_lag": int(parts[1])}
+            if len(parts) > 2:
+                options["distribution"] = parts[2]
+            if len(parts) > 3:
+                options["mean"] = float(parts[3])
+            return RandomLag(**options)
+        if parts[0] == "workers" and len(parts) in (2, 3) and parts[2:] in ([], ["sync"]):
+            return AsyncWorkers(num_workers=int(parts[1]), synchronous=len(parts) == 3)
+    except ValueError as error:
+        raise ValueError(f"invalid --lag {spec!r}: {error}") from None
+    raise ValueError(
+        f"invalid --lag {spec!r}; expected an integer L, 'random:MAX[:uniform|geometric|poisson[:MEAN]]' "
+        "or 'workers:N[:sync]'"
+    )
 
 
 @dataclass(frozen=True)
@@ -139,10 +144,9 @@ class TimingModel:
 
     def __post_init__(self) -> None:
         for name in ("step_time", "step_sigma", "tool_latency", "tool_sigma", "update_time"):
-            _check_nonnegative(name, getattr(self, name))
-        _check_probability("straggler_prob", self.straggler_prob)
-        if not self.straggler_factor >= 1:
-            raise ValueError(f"straggler_factor must be >= 1, got {self.straggler_factor!r}")
+            check_real(name, getattr(self, name), low=0.0)
+        check_probability("straggler_prob", self.straggler_prob)
+        check_real("straggler_factor", self.straggler_factor, low=1.0)
 
 
 @dataclass(frozen=True)
@@ -168,10 +172,9 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "group_size", "epochs", "minibatches"):
-            _check_int(name, getattr(self, name), low=1)
-        _check_choice("optimizer", self.optimizer, ("adam", "sgd"))
-        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
+            check_int(name, getattr(self, name), low=1)
+        check_choice("optimizer", self.optimizer, ("adam", "sgd"))
+        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
         if self.batch_size % self.group_size:
             raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of group_size ({self.group_size})")
         if self.batch_size % self.minibatches or (self.batch_size // self.minibatches) % self.group_size:
@@ -217,8 +220,9 @@ class TrainConfig:
     """Environment preset: ``bandit``, ``gridworld`` or ``chain`` (see ``flashsim.sim.envs.ENVS``)."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     """Loss and batching (see :data:`ALGORITHMS`)."""
-    lag: LagModel = field(default_factory=FixedLag)
-    """Where the policy lag comes from: ``FixedLag``, ``RandomLag`` or ``AsyncWorkers``."""
+    lag: LagModel = field(default_factory=FixedLag, metadata={PARSE: parse_lag})
+    """Policy lag: L (fixed), random:MAX[:uniform|geometric|poisson[:MEAN]], or workers:N[:sync] (emergent,
+    event-driven); in a file also a mapping with ``type: FixedLag | RandomLag | AsyncWorkers``."""
     timing: TimingModel | None = None
     """Simulated durations of steps, tool calls and learner updates (None: the env preset's)."""
     policy: str = "tabular"
@@ -238,16 +242,16 @@ class TrainConfig:
     """Keyword arguments overriding the env preset's."""
 
     def __post_init__(self) -> None:
-        _check_int("updates", self.updates, low=1)
-        _check_int("seed", self.seed, low=0)
-        _check_int("eval_every", self.eval_every, low=1)
-        _check_int("checkpoint_every", self.checkpoint_every, low=1)
-        _check_nonnegative("logprob_noise", self.logprob_noise)
-        _check_choice("policy", self.policy, ("tabular", "linear", "mlp"))
-        if self.timing is not None and not isinstance(self.timing, TimingModel):
-            raise TypeError(f"timing must be a TimingModel or None, got {type(self.timing).__name__}")
-        if not isinstance(self.lag, (FixedLag, RandomLag, AsyncWorkers)):
-            raise TypeError(f"lag must be FixedLag, RandomLag or AsyncWorkers, got {type(self.lag).__name__}")
+        check_int("updates", self.updates, low=1)
+        check_int("seed", self.seed, low=0)
+        check_int("eval_every", self.eval_every, low=1)
+        check_int("checkpoint_every", self.checkpoint_every, low=1)
+        check_real("logprob_noise", self.logprob_noise, low=0.0)
+        check_choice("policy", self.policy, ("tabular", "linear", "mlp"))
+        check_instance("env", self.env, str)
+        check_instance("algorithm", self.algorithm, AlgorithmConfig)
+        check_instance("timing", self.timing, (TimingModel, type(None)))
+        check_instance("lag", self.lag, (FixedLag, RandomLag, AsyncWorkers))
         queued = getattr(self.lag, "max_queued", None)
         if queued is not None and queued < self.algorithm.batch_size:
             raise ValueError(f"max_queued ({queued}) must be >= batch_size ({self.algorithm.batch_size})")
@@ -256,56 +260,3 @@ class TrainConfig:
     def with_updates(self, updates: int) -> TrainConfig:
         """The same run with another update budget (everything else, hence every result, unchanged)."""
         return replace(self, updates=updates)
-
-
-def parse_lag(spec: str) -> LagModel:
-    """Parse the ``--lag`` syntax.
-
-    ``L`` (an integer) is :class:`FixedLag`; ``random:MAX[:DIST[:MEAN]]`` is :class:`RandomLag`;
-    ``workers:N[:sync]`` is :class:`AsyncWorkers` with N workers (``sync`` for the synchronous barrier).
-
-    >>> parse_lag("8"), parse_lag("random:4:geometric:1.5").distribution, parse_lag("workers:16").num_workers
-    (FixedLag(lag=8), 'geometric', 16)
-    """
-    if not isinstance(spec, str):
-        raise TypeError(f"lag spec must be a string, got {type(spec).__name__}")
-    parts = spec.strip().split(":")
-    try:
-        if len(parts) == 1:
-            return FixedLag(int(parts[0]))
-        if parts[0] == "random" and 2 <= len(parts) <= 4:
-            options = {"max_lag": int(parts[1])}
-            if len(parts) > 2:
-                options["distribution"] = parts[2]
-            if len(parts) > 3:
-                options["mean"] = float(parts[3])
-            return RandomLag(**options)
-        if parts[0] == "workers" and len(parts) in (2, 3) and parts[2:] in ([], ["sync"]):
-            return AsyncWorkers(num_workers=int(parts[1]), synchronous=len(parts) == 3)
-    except ValueError as error:
-        raise ValueError(f"invalid --lag {spec!r}: {error}") from None
-    raise ValueError(
-        f"invalid --lag {spec!r}; expected an integer L, 'random:MAX[:uniform|geometric|poisson[:MEAN]]' "
-        "or 'workers:N[:sync]'"
-    )
-
-
-@functools.cache
-def field_help(cls: type) -> Mapping[str, str]:
-    """The docstring under each field of a dataclass, by field name (used as ``--help`` text).
-
-    >>> field_help(FixedLag)["lag"]
-    'The policy lag L in learner updates (0 is on-policy).'
-    """
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body
-    docs: dict[str, str] = {}
-    for node, following in zip(body, body[1:]):
-        if (
-            isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(following.value.value.split())
-    names = {f.name for f in fields(cls)}
-    return MappingProxyType({name: doc for name, doc in docs.items() if name in names})

@@ -41,7 +41,7 @@ def plot_curves(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from flashsim.sim.output import atomic_write
+    from flashsim.io import atomic_write
 
     figure, axes = plt.subplots(2, 3, figsize=(13, 6.5), constrained_layout=True)
     for index, (label, rows) in enumerate(runs.items()):

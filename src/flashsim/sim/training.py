@@ -2,7 +2,7 @@
 outputs, checkpoints, resume and a progress bar.
 
 :func:`train` is what ``flashsim train`` calls. With an output directory it writes metrics row by
-row (:mod:`flashsim.sim.output`), a checkpoint every ``checkpoint_every`` updates and at the end,
+row (:class:`flashsim.io.MetricsWriter`), a checkpoint every ``checkpoint_every`` updates and at the end,
 ``summary.json`` and ``curves.png``. ``resume=True`` continues from the directory's checkpoint and
 produces exactly the files an uninterrupted run would have produced.
 """
@@ -12,16 +12,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from flashsim.sim.config import FixedLag, RandomLag, TrainConfig
-from flashsim.sim.envs import optimal_success
-from flashsim.sim.output import (
-    CHECKPOINT,
-    CONFIG,
+from flashsim.config import from_dict, to_dict
+from flashsim.io import (
     METRICS_CSV,
-    SUMMARY,
     MetricsWriter,
     atomic_write_text,
     jsonable,
@@ -29,10 +26,21 @@ from flashsim.sim.output import (
     read_metrics,
     save_checkpoint,
 )
+from flashsim.sim.config import FixedLag, RandomLag, TrainConfig
+from flashsim.sim.envs import optimal_success
+from flashsim.sim.lag import SimClock
+from flashsim.sim.learner import PreparedBatch
+from flashsim.sim.ledger import Ledger
 from flashsim.sim.plotting import plot_curves
+from flashsim.sim.rollouts import Batch, TrajectoryArrays
 from flashsim.sim.simulation import METRIC_KEYS, Simulation
+from flashsim.sim.snapshots import Snapshot
+from flashsim.sim.store import TrajectoryStore
 
-CURVES = "curves.png"
+CHECKPOINT, CONFIG, SUMMARY, CURVES = "checkpoint.pt", "config.json", "summary.json", "curves.png"
+STATE_TYPES = (Batch, PreparedBatch, TrajectoryArrays, Snapshot, SimClock, Ledger, TrajectoryStore)
+"""Classes of the simulator's own state objects that its checkpoints may hold (see :mod:`flashsim.io`);
+the config is stored as plain data and read back strictly by :func:`flashsim.config.from_dict`."""
 
 
 @dataclass
@@ -104,19 +112,32 @@ def _open_outputs(
     if resume:
         if not (out / CHECKPOINT).exists():
             raise FileNotFoundError(f"no checkpoint to resume from in {out} (expected {out / CHECKPOINT})")
-        state = load_checkpoint(out / CHECKPOINT)
+        state = load_state(out / CHECKPOINT)
         simulation.load_state_dict(state["simulation"])
         writer = MetricsWriter(out, METRIC_KEYS, offsets=state["offsets"])
         return writer, read_metrics(out)
     if (out / METRICS_CSV).exists() or (out / CHECKPOINT).exists():
         raise FileExistsError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / CONFIG, json.dumps(jsonable(_config_dict(simulation.config)), indent=2) + "\n")
+    atomic_write_text(out / CONFIG, json.dumps(jsonable(to_dict(simulation.config)), indent=2) + "\n")
     return MetricsWriter(out, METRIC_KEYS), []
 
 
 def _checkpoint(simulation: Simulation, writer: MetricsWriter, out: Path) -> None:
-    save_checkpoint(out / CHECKPOINT, {"simulation": simulation.state_dict(), "offsets": writer.offsets})
+    state = simulation.state_dict()
+    state["config"] = to_dict(state["config"])
+    save_checkpoint(out / CHECKPOINT, {"simulation": state, "offsets": writer.offsets}, types=STATE_TYPES)
+
+
+def load_state(path: Path | str) -> dict[str, Any]:
+    """A run's checkpoint: ``{"simulation": Simulation.state_dict(), "offsets": (csv, jsonl bytes)}``.
+
+    Loaded with ``torch.load(weights_only=True)`` (:func:`flashsim.io.load_checkpoint`); the config is
+    rebuilt from plain data by :func:`flashsim.config.from_dict`, so it is checked like a config file.
+    """
+    state = load_checkpoint(path, types=STATE_TYPES)
+    state["simulation"]["config"] = from_dict(TrainConfig, state["simulation"]["config"], name="config")
+    return state
 
 
 def _summary(
@@ -158,15 +179,6 @@ def _lag_label(config: TrainConfig) -> str:
     if isinstance(lag, RandomLag):
         return f"random lag ≤ {lag.max_lag} ({lag.distribution})"
     return f"{lag.num_workers} workers" + (" (sync)" if lag.synchronous else "")
-
-
-def _config_dict(config: TrainConfig) -> dict:
-    def convert(value: object) -> object:
-        if is_dataclass(value):
-            return {"type": type(value).__name__, **{k: convert(v) for k, v in asdict(value).items()}}
-        return value
-
-    return {key: convert(getattr(config, key)) for key in config.__dataclass_fields__}
 
 
 def _progress_bar(total: int, initial: int):

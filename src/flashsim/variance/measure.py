@@ -24,6 +24,7 @@ import torch
 from flashsim.exact import exact_gradient, to_torch
 from flashsim.losses import get_loss
 from flashsim.policies import Policy
+from flashsim.validation import check_int
 from flashsim.variance.gradients import fast_update_directions, log_prob_table
 from flashsim.variance.problem import PER_BATCH_STATS, Problem
 from flashsim.variance.reference import reference_update_directions
@@ -51,14 +52,6 @@ def resolve_tables(env: Any) -> Any:
     )
 
 
-def _check_int(name: str, value: object, *, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return value
-
-
 def _check_policy(name: str, policy: object, tables: Any) -> Policy:
     if not isinstance(policy, Policy):
         raise TypeError(f"{name} must be a flashsim.policies.Policy, got {type(policy).__name__}")
@@ -72,10 +65,10 @@ def _check_policy(name: str, policy: object, tables: Any) -> Policy:
 
 def _check_design(budget: int, num_batches: int, group_size: int, grouped: bool, replicates: int) -> int:
     """Validate the batch design; return G (1 for single-rollout batches)."""
-    _check_int("budget", budget, low=1)
-    _check_int("group_size", group_size, low=1)
-    _check_int("replicates", replicates, low=2)
-    _check_int("num_batches", num_batches, low=2 * replicates)
+    check_int("budget", budget, low=1)
+    check_int("group_size", group_size, low=1)
+    check_int("replicates", replicates, low=2)
+    check_int("num_batches", num_batches, low=2 * replicates)
     if num_batches % replicates:
         raise ValueError(f"num_batches ({num_batches}) must be a multiple of replicates ({replicates})")
     if not grouped:
@@ -89,8 +82,8 @@ def _check_design(budget: int, num_batches: int, group_size: int, grouped: bool,
 
 
 def _check_run(seed: int, bootstrap: int, confidence: float, method: str) -> None:
-    _check_int("seed", seed, low=0)
-    _check_int("bootstrap", bootstrap, low=0)
+    check_int("seed", seed, low=0)
+    check_int("bootstrap", bootstrap, low=0)
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
     if method not in METHODS:
