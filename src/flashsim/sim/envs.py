@@ -50,7 +50,7 @@ ReasoningChain (16 prompts, H = 16)."""
 def build_tables(name: str, options: Mapping[str, object] | None = None) -> toy_envs.MDPTables:
     """Exact tables of env preset ``name`` with ``options`` overriding the preset's keyword arguments.
 
-    >>> build_tables("bandit_tiny").reward.tolist()
+    >>> build_tables("bandit_tiny").expected_reward.tolist()
     [[0.9, 0.2], [0.3, 0.7]]
     """
     if name not in ENVS:
@@ -68,7 +68,8 @@ def optimal_success(tables: toy_envs.MDPTables, prompts: str = "train") -> float
     """
     values = np.zeros(tables.num_states + 1)  # last entry: ended
     for _ in range(tables.horizon):
-        values = np.append((tables.reward + values[tables.next_state]).max(axis=1), 0.0)
+        successors = (tables.transition_probability * values[tables.next_state]).sum(axis=2)
+        values = np.append((tables.expected_reward + successors).max(axis=1), 0.0)
     selected = tables.train_prompts if prompts == "train" else tables.heldout_prompts
     if selected.size == 0:
         return float("nan")
