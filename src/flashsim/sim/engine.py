@@ -36,7 +36,7 @@ import numpy as np
 
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TimingModel
 from flashsim.sim.lag import SimClock
-from flashsim.sim.ledger import Ledger
+from flashsim.sim.ledger import Ledger, LedgerState
 from flashsim.sim.rollouts import Batch, Collector, TrajectoryArrays
 from flashsim.sim.snapshots import Snapshot
 from flashsim.sim.store import TrajectoryStore
@@ -48,7 +48,7 @@ COMPLETE, CRASH, RESTART = 0, 1, 2
 class EngineState:
     """Every piece of the engine's mutable state (the attributes of the same names); see ``__init__``."""
 
-    ledger: Ledger
+    ledger: LedgerState
     clock: SimClock
     store: TrajectoryStore
     snapshot: Snapshot | None
@@ -326,9 +326,12 @@ class AsyncEngine:
 
     def state_dict(self) -> EngineState:
         """A deep copy of every piece of mutable state (the generator is saved by the caller)."""
-        return EngineState(**{f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(EngineState)})
+        state = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(EngineState) if f.name != "ledger"}
+        return EngineState(ledger=self.ledger.state_dict(), **state)
 
     def load_state_dict(self, state: EngineState) -> None:
         """Restore from :meth:`state_dict`."""
+        self.ledger.load_state_dict(state.ledger)
         for f in fields(EngineState):
-            setattr(self, f.name, copy.deepcopy(getattr(state, f.name)))
+            if f.name != "ledger":
+                setattr(self, f.name, copy.deepcopy(getattr(state, f.name)))

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from flashsim.sim.config import AlgorithmConfig, FixedLag, RandomLag, TimingModel
-from flashsim.sim.ledger import Ledger
+from flashsim.sim.ledger import Ledger, LedgerState
 from flashsim.sim.rollouts import Batch, Collector, TrajectoryArrays
-from flashsim.sim.snapshots import Snapshot, SnapshotStore
+from flashsim.sim.snapshots import Snapshot, SnapshotStore, SnapshotStoreState
 
 
 def draw_lags(model: FixedLag | RandomLag, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -72,8 +72,8 @@ class SimClock:
 class LaggedSourceState:
     """What a :class:`LaggedSource` needs to continue: kept snapshots, ledger, clock, next group id."""
 
-    snapshots: SnapshotStore
-    ledger: Ledger
+    snapshots: SnapshotStoreState
+    ledger: LedgerState
     clock: SimClock
     next_group: int
 
@@ -150,11 +150,12 @@ class LaggedSource:
 
     def state_dict(self) -> LaggedSourceState:
         """A deep copy of the mutable state (the generator is saved by the caller)."""
-        return copy.deepcopy(LaggedSourceState(self.snapshots, self.ledger, self.clock, self.next_group))
+        return LaggedSourceState(
+            self.snapshots.state_dict(), self.ledger.state_dict(), copy.copy(self.clock), self.next_group
+        )
 
     def load_state_dict(self, state: LaggedSourceState) -> None:
         """Restore from :meth:`state_dict`."""
-        state = copy.deepcopy(state)
-        self.snapshots, self.ledger, self.clock, self.next_group = (
-            state.snapshots, state.ledger, state.clock, state.next_group,
-        )
+        self.snapshots.load_state_dict(state.snapshots)
+        self.ledger.load_state_dict(state.ledger)
+        self.clock, self.next_group = copy.copy(state.clock), state.next_group
