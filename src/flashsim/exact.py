@@ -124,23 +124,46 @@ def state_action_probs(tables: TorchTables, policy: Policy) -> torch.Tensor:
 
 
 def backward_induction(
-    tables: TorchTables, probs: torch.Tensor, step_values: torch.Tensor, final_values: torch.Tensor
+    tables: TorchTables, probs: torch.Tensor | None, step_values: torch.Tensor, final_values: torch.Tensor
 ) -> torch.Tensor:
     """H steps of ``V ← Σ_a π(a|x) (step_values[x, a] + Σ_k p(k|x, a) V[next(x, a, k)])`` from ``final_values``.
 
     An ended episode (``next = -1``) contributes 0 afterwards; ``final_values`` is the value of an
     episode still running after H steps (0 for returns, 1 for the truncation probability).
+    ``probs=None`` takes the best action instead of the policy's average (``max_a``: the optimal values).
 
     Shape:
-        probs: ``[X, A]``; step_values: ``[X, A, C]``; final_values: ``[X, C]``; returns ``[X, C]``.
+        probs: ``[X, A]`` or None; step_values: ``[X, A, C]``; final_values: ``[X, C]``; returns ``[X, C]``.
     """
     values = final_values
     ended = torch.zeros(1, final_values.shape[1], dtype=final_values.dtype, device=final_values.device)
     for _ in range(tables.horizon):
         padded = torch.cat([values, ended])  # next_state == -1 indexes this last, all-zero row
         successors = (tables.transition_probability.unsqueeze(-1) * padded[tables.next_state]).sum(dim=2)
-        values = (probs.unsqueeze(-1) * (step_values + successors)).sum(dim=1)
+        action_values = step_values + successors
+        values = action_values.amax(dim=1) if probs is None else (probs.unsqueeze(-1) * action_values).sum(dim=1)
     return values
+
+
+def optimal_success(tables: Any, prompts: Any = "train") -> float:
+    """The best mean return over ``prompts`` of a policy that sees the hidden state (NaN: no prompt).
+
+    Exact for the bandit (the best answer per prompt, ``mean_p max_a s[p, a]``) and for envs whose
+    observation is the state (FrozenLake); otherwise an upper bound on what an observation-based
+    policy reaches.
+
+    Example:
+        >>> import toy_envs
+        >>> optimal_success(toy_envs.PromptBandit(**toy_envs.bandit_preset("tiny")).tables())  # (0.9 + 0.7) / 2
+        0.8
+    """
+    tables = to_torch(tables)
+    if isinstance(prompts, str) and prompts == "heldout" and tables.heldout_prompts.numel() == 0:
+        return float("nan")
+    selected = _select_prompts(tables, prompts)
+    zeros = torch.zeros(tables.reward.shape[0], 1, dtype=torch.float64)
+    values = backward_induction(tables, None, tables.reward.unsqueeze(-1), zeros).squeeze(-1)
+    return float((tables.initial_distribution[selected] @ values).mean())
 
 
 def prompt_returns(tables: Any, policy: Policy, prompts: Any = None) -> torch.Tensor:

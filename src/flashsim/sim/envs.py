@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 import toy_envs
+from flashsim.exact import optimal_success  # noqa: F401  (re-exported: ``flashsim.sim.optimal_success``)
 from flashsim.sim.config import TimingModel
 
 
@@ -174,17 +175,3 @@ def build_tables(name: str, options: Mapping[str, object] | None = None) -> toy_
     return tables
 
 
-def optimal_success(tables: toy_envs.MDPTables, prompts: str = "train") -> float:
-    """The best achievable mean success over ``prompts`` (``train`` or ``heldout``) by a tabular policy.
-
-    Exact for the bandit (the best answer per prompt); for multi-step envs, backward induction with a
-    max over actions in the hidden state, which upper-bounds what an observation-based policy reaches.
-    """
-    values = np.zeros(tables.num_states + 1)  # last entry: ended
-    for _ in range(tables.horizon):
-        successors = (tables.transition_probability * values[tables.next_state]).sum(axis=2)
-        values = np.append((tables.expected_reward + successors).max(axis=1), 0.0)
-    selected = tables.train_prompts if prompts == "train" else tables.heldout_prompts
-    if selected.size == 0:
-        return float("nan")
-    return float((tables.initial_distribution[selected] @ values[:-1]).mean())
