@@ -131,9 +131,9 @@ def _make_single(name: str, env_id: str, kwargs: dict) -> gym.Env:
 def _check_discrete(name: str, env: gym.Env) -> None:
     """Observations and actions must be ``Discrete``: the simulator's policies are tables over them."""
     missing = [
-        f"{what} space is {space} (needs Discrete)"
+        f"{what} space is {space} (needs Discrete starting at 0)"
         for what, space in (("observation", env.observation_space), ("action", env.action_space))
-        if not isinstance(space, gym.spaces.Discrete)
+        if not isinstance(space, gym.spaces.Discrete) or space.start != 0
     ]
     if missing:
         raise ValueError(
