@@ -6,6 +6,8 @@ generator, so action sampling is not timed) and autoreset. SyncVectorEnv is buil
 The best of ``--repeats`` timings is reported, to be robust to other load on the machine. The last
 column steps one unwrapped single env in a plain loop: the single env is the batch-of-one case of the
 shared numpy dynamics, so its per-step cost is numpy call overhead, which SyncVectorEnv pays per sub-env.
+A last row steps gymnasium's own ``FrozenLake-v1`` (slippery): its exact tables (``toy_envs.exact_tables``,
+from the ``P`` table) in the shared core's vector env against gymnasium's SyncVectorEnv of FrozenLake.
 
 Usage::
 
@@ -77,6 +79,15 @@ def main() -> None:
         )
         speed_up = native_rate / sync_rate
         print(f"| `{env_id}` | {native_rate:,.0f} | {sync_rate:,.0f} | {speed_up:.0f}x | {single_rate:,.0f} |")
+    frozen = gym.make("FrozenLake-v1")
+    tables = toy_envs.exact_tables(frozen)
+    native = toy_envs.TabularVectorEnv(toy_envs.TabularDynamics(tables), args.num_envs)
+    sync = gym.make_vec("FrozenLake-v1", num_envs=args.num_envs, vectorization_mode="sync")
+    native_rate = steps_per_second(native, args.steps, args.repeats, args.seed)
+    sync_rate = steps_per_second(sync, args.sync_steps, args.repeats, args.seed)
+    single_rate = single_env_steps_per_second(frozen.unwrapped, 10 * args.sync_steps, args.repeats, args.seed)
+    print(f"| `FrozenLake-v1` (tables in the core) | {native_rate:,.0f} | {sync_rate:,.0f} | "
+          f"{native_rate / sync_rate:.0f}x | {single_rate:,.0f} (gymnasium's own) |")
 
 
 if __name__ == "__main__":

@@ -206,7 +206,7 @@ def test_reasoning_chain_answer_succeeds_with_the_curve_probability_after_t_thin
     assert env.step(1 + 1)[1:3] == (1.0, True)  # correct answer after 2 thinks: s = 1
     env.reset()
     assert env.step(1 + 0)[1:3] == (0.0, True)  # wrong answer never succeeds
-    assert env.tables().reward[1].tolist() == [0.0, 0.0, 0.5]
+    assert env.tables().expected_reward[1].tolist() == [0.0, 0.0, 0.5]
 
 
 def test_default_bandit_construction_is_the_default_preset():
@@ -220,7 +220,7 @@ def test_default_bandit_construction_is_the_default_preset():
 
 def test_generated_bandit_features_predict_the_good_answer_linearly():
     t = toy_envs.PromptBandit().tables()
-    good = t.reward.argmax(axis=1)
+    good = t.expected_reward.argmax(axis=1)
     # least squares from features to one-hot good answers recovers most argmaxes (linear separability)
     targets = np.eye(t.num_actions)[good]
     weights, *_ = np.linalg.lstsq(t.observation_features, targets, rcond=None)

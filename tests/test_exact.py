@@ -28,15 +28,21 @@ def random_policy(tables, kind: str, seed: int = 0, scale: float = 1.0):
     return policy
 
 
+#: gymnasium's own slippery FrozenLake (4 x 4, K = 3 outcomes per step), exact through its ``P`` table.
+FROZEN_LAKE = "FrozenLake-v1"
+#: Sub-envs of the Monte Carlo check: gymnasium's FrozenLake steps in Python, one env at a time.
+FROZEN_LAKE_EPISODES = 4_000
+
+
 def default_tables(env_id: str):
-    return gym.make(env_id).unwrapped.tables()
+    return toy_envs.exact_tables(gym.make(env_id))
 
 
 def test_bandit_return_and_gradient_match_the_closed_form():
     tables = toy_envs.PromptBandit().tables()
     policy = random_policy(tables, "tabular")
     train = torch.tensor(tables.train_prompts)
-    success = torch.tensor(tables.reward)[train]
+    success = torch.tensor(tables.expected_reward)[train]
     probs = torch.softmax(policy.table.detach()[train], dim=-1)
     # J = mean_p sum_a pi(a|p) s[p, a];  dJ/dtheta[p, a] = pi(a|p) (s[p, a] - sum_b pi(b|p) s[p, b]) / P_train
     assert_close(expected_return(tables, policy), (probs * success).sum(-1).mean())
@@ -73,7 +79,7 @@ def test_a_tool_spamming_policy_calls_the_tool_every_step_and_is_truncated():
 
 
 @pytest.mark.parametrize("kind", POLICY_KINDS)
-@pytest.mark.parametrize("env_id", toy_envs.ENV_IDS)
+@pytest.mark.parametrize("env_id", (*toy_envs.ENV_IDS, FROZEN_LAKE))
 def test_exact_gradient_matches_central_finite_differences(env_id, kind):
     tables = to_torch(default_tables(env_id))
     policy = random_policy(tables, kind, scale=0.5)
@@ -97,11 +103,11 @@ def test_exact_gradient_matches_central_finite_differences(env_id, kind):
     policy.set_flat(theta)
 
 
-def monte_carlo(env_id: str, policy, seed: int) -> dict[str, np.ndarray]:
-    """One episode in each of ``MONTE_CARLO_EPISODES`` vector sub-envs, acting with ``policy``."""
-    envs = gym.make_vec(env_id, num_envs=MONTE_CARLO_EPISODES)
+def monte_carlo(env_id: str, policy, seed: int, episodes: int = MONTE_CARLO_EPISODES) -> dict[str, np.ndarray]:
+    """One episode in each of ``episodes`` vector sub-envs (the env's own code), acting with ``policy``."""
+    envs = gym.make_vec(env_id, num_envs=episodes)
     observations, _ = envs.reset(seed=seed)
-    N, generator = MONTE_CARLO_EPISODES, seeded(seed)
+    N, generator = episodes, seeded(seed)
     running = np.ones(N, dtype=bool)
     totals = {
         name: np.zeros(N) for name in ("success", "expected_length", "expected_tool_calls", "truncation_probability")
@@ -111,20 +117,47 @@ def monte_carlo(env_id: str, policy, seed: int) -> dict[str, np.ndarray]:
         observations, rewards, terminated, truncated, info = envs.step(actions.numpy())
         totals["success"] += np.where(running, rewards, 0.0)
         totals["expected_length"] += running
-        totals["expected_tool_calls"] += np.where(running, info["tool_call"], 0.0)
+        totals["expected_tool_calls"] += np.where(running, info.get("tool_call", 0.0), 0.0)
         totals["truncation_probability"] += np.where(running, truncated, 0.0)
         running &= ~(terminated | truncated)
     return totals
 
 
-@pytest.mark.parametrize("env_id", toy_envs.ENV_IDS)
+@pytest.mark.parametrize("env_id", (*toy_envs.ENV_IDS, FROZEN_LAKE))
 def test_exact_statistics_agree_with_monte_carlo_within_five_standard_errors(env_id):
     tables = default_tables(env_id)
     policy = random_policy(tables, "linear", scale=1.0)
     exact = evaluate(tables, policy)
-    for name, samples in monte_carlo(env_id, policy, seed=11).items():
+    episodes = FROZEN_LAKE_EPISODES if env_id == FROZEN_LAKE else MONTE_CARLO_EPISODES
+    for name, samples in monte_carlo(env_id, policy, seed=11, episodes=episodes).items():
         standard_error = samples.std() / np.sqrt(samples.size) + 1e-6  # floor: constant samples
         assert abs(samples.mean() - exact[f"env/{name}"].item()) <= MONTE_CARLO_STANDARD_ERRORS * standard_error, name
+
+
+def test_frozen_lake_tables_stepped_by_the_core_agree_with_the_exact_return():
+    """The K = 3 outcome draw of ``TabularDynamics`` against backward induction (slippery ice)."""
+    tables = default_tables(FROZEN_LAKE)
+    policy = random_policy(tables, "tabular", scale=1.0)
+    exact = evaluate(tables, policy)["env/success"].item()
+    envs = toy_envs.TabularVectorEnv(toy_envs.TabularDynamics(tables), num_envs=MONTE_CARLO_EPISODES)
+    observations, _ = envs.reset(seed=3)
+    running, returns, generator = np.ones(MONTE_CARLO_EPISODES, bool), np.zeros(MONTE_CARLO_EPISODES), seeded(3)
+    while running.any():
+        actions, _ = policy.sample(torch.as_tensor(observations), generator)
+        observations, rewards, terminated, truncated, _ = envs.step(actions.numpy())
+        returns += np.where(running, rewards, 0.0)
+        running &= ~(terminated | truncated)
+    standard_error = returns.std() / np.sqrt(returns.size)
+    assert abs(returns.mean() - exact) <= MONTE_CARLO_STANDARD_ERRORS * standard_error
+
+
+def test_frozen_lake_slippery_tables_hold_three_equally_likely_outcomes():
+    tables = default_tables(FROZEN_LAKE)
+    assert (tables.num_states, tables.num_actions, tables.num_outcomes, tables.horizon) == (16, 4, 3, 100)
+    assert_close(torch.tensor(tables.transition_probability[0]), torch.full((4, 3), 1 / 3, dtype=torch.float64))
+    goal = 15
+    assert tables.reward[14, 2].tolist() == [0.0, 1.0, 0.0]  # from 14, RIGHT slips DOWN, goes RIGHT, slips UP
+    assert tables.next_state[14, 2].tolist() == [14, -1, 10] and goal not in tables.next_state
 
 
 def test_gradient_ascent_on_the_gridworld_learns_to_use_the_tool():

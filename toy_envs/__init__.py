@@ -8,8 +8,9 @@ Importing this package registers (gymnasium 1.x, each with a native numpy vector
 * ``toy_envs/ReasoningChain-v0`` — :class:`ReasoningChain`, think-then-answer under a length limit.
 
 All three step through one shared implementation (:mod:`toy_envs.core`) driven by their exact
-:class:`MDPTables`, available as ``env.unwrapped.tables()``. This package imports neither torch nor
-flashsim.
+:class:`MDPTables`, available as ``env.unwrapped.tables()``. :func:`exact_tables` also builds
+tables for gymnasium's toy-text envs from their ``P`` transition table (``FrozenLake-v1``). This
+package imports neither torch nor flashsim.
 
 >>> import gymnasium as gym
 >>> import toy_envs
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
+from toy_envs.adapters import exact_tables, p_table_tables
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
 from toy_envs.prompt_bandit import (
     BANDIT_PRESETS,
@@ -70,5 +72,7 @@ __all__ = [
     "bandit_preset",
     "bandit_tables",
     "chain_tables",
+    "exact_tables",
     "gridworld_tables",
+    "p_table_tables",
 ]

@@ -28,8 +28,9 @@ from toy_envs.tables import MDPTables
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _EPISODE_SALT = np.uint64(0xD1B54A32D192ED03)
 _NUM_STREAMS = 8
-_STREAM_PROMPT, _STREAM_START, _STREAM_REWARD, _STREAM_LATENCY_RADIUS, _STREAM_LATENCY_ANGLE = range(5)
+_STREAM_PROMPT, _STREAM_START, _STREAM_REWARD, _STREAM_LATENCY_RADIUS, _STREAM_LATENCY_ANGLE, _STREAM_OUTCOME = range(6)
 _KEY_BOUND = 2**63
+_SEED_SALT = np.uint64(0x8CB92BA72F3D8DD7)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -59,25 +60,43 @@ def uniform(keys: np.ndarray, counters: np.ndarray, stream: int) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
-def _standard_normal(keys: np.ndarray, counters: np.ndarray) -> np.ndarray:
-    """Box–Muller normal from two counter-based uniforms. Shape: ``[N] -> [N]``."""
+def seed_keys(seeds: np.ndarray) -> np.ndarray:
+    """Base key of an env reset with integer seed ``s`` (single env: ``seed``; vector env: ``seed + i``).
+
+    A hash rather than ``np.random.default_rng(s)``: seeding 128 envs this way costs microseconds, so
+    the simulator can reseed its vector env at every collection. Shape: ``[N] int -> [N] uint64``.
+    """
+    return _mix((np.asarray(seeds, dtype=np.uint64) ^ _SEED_SALT) * _GOLDEN)
+
+
+def _standard_normals(keys: np.ndarray, counters: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two independent normals by Box–Muller (cosine and sine) from two counter-based uniforms."""
     radius = np.sqrt(-2.0 * np.log1p(-uniform(keys, counters, _STREAM_LATENCY_RADIUS)))
-    return radius * np.cos(2.0 * np.pi * uniform(keys, counters, _STREAM_LATENCY_ANGLE))
+    angle = 2.0 * np.pi * uniform(keys, counters, _STREAM_LATENCY_ANGLE)
+    return radius * np.cos(angle), radius * np.sin(angle)
 
 
 @dataclass(frozen=True)
 class Latency:
-    """Simulated wall-clock cost of a step (seconds, arbitrary units)."""
+    """Simulated wall-clock cost of a step (seconds, arbitrary units): the only latency model.
+
+    A step lasts ``step_duration · e^{step_duration_sigma · z}`` plus, for a tool call,
+    ``tool_latency · e^{tool_latency_sigma · z'}`` (z, z' independent standard normals; the medians are
+    ``step_duration`` and ``tool_latency``). The gymnasium envs report it as ``info["duration"]`` and
+    the simulator's event engine schedules workers with it.
+    """
 
     step_duration: float = 1.0
-    """Duration of every step (a move, a thinking step, an answer)."""
+    """Median duration of every step (a move, a thinking step, an answer)."""
     tool_latency: float = 0.0
     """Median extra latency of a tool call; the extra latency is lognormal (heavy-tailed)."""
     tool_latency_sigma: float = 1.0
     """Log-space standard deviation of the tool latency (0 makes it constant)."""
+    step_duration_sigma: float = 0.0
+    """Log-space standard deviation of the step duration (0: every step takes ``step_duration``)."""
 
     def __post_init__(self) -> None:
-        for name in ("step_duration", "tool_latency", "tool_latency_sigma"):
+        for name in ("step_duration", "tool_latency", "tool_latency_sigma", "step_duration_sigma"):
             value = getattr(self, name)
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
@@ -116,6 +135,10 @@ class TabularDynamics:
             cdf[prompt, states.size - 1] = 1.0  # no rounding gap at the top
         object.__setattr__(self, "_start_support", support)
         object.__setattr__(self, "_start_cdf", cdf)
+        outcome_cdf = np.cumsum(self.tables.transition_probability, axis=2)
+        outcome_cdf[:, :, -1] = 2.0  # the last outcome catches every uniform (no rounding gap)
+        object.__setattr__(self, "_outcome_cdf", outcome_cdf)
+        object.__setattr__(self, "_tool_call", self.tables.tool_call > 0)
 
     def reset(self, keys: np.ndarray, prompts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Draw prompts (uniform over the train prompts unless given) and start states.
@@ -141,18 +164,25 @@ class TabularDynamics:
         Shape:
             states, actions, lengths: ``[N] int64``; keys: ``[N] uint64``; every output field ``[N]``.
         """
-        tables = self.tables
-        next_states = tables.next_state[states, actions]
-        reward = (uniform(keys, lengths, _STREAM_REWARD) < tables.reward[states, actions]).astype(np.float64)
+        tables, latency = self.tables, self.latency
+        outcome = 0
+        if tables.num_outcomes > 1:  # deterministic tables draw nothing here
+            u = uniform(keys, lengths, _STREAM_OUTCOME)
+            outcome = (u[:, None] >= self._outcome_cdf[states, actions]).sum(axis=1)
+        next_states = tables.next_state[states, actions, outcome]
+        reward = (uniform(keys, lengths, _STREAM_REWARD) < tables.reward[states, actions, outcome]).astype(np.float64)
         terminated = next_states < 0
         truncated = ~terminated & (lengths + 1 >= tables.horizon)
-        tool_call = tables.tool_call[states, actions] > 0
-        duration = np.full(states.shape, self.latency.step_duration)
-        if self.latency.tool_latency > 0 and tool_call.any():
-            extra = self.latency.tool_latency * np.exp(
-                self.latency.tool_latency_sigma * _standard_normal(keys, lengths)
-            )
-            duration = np.where(tool_call, duration + extra, duration)
+        tool_call = self._tool_call[states, actions]
+        duration = np.full(states.shape, latency.step_duration)
+        timed_tool = latency.tool_latency > 0 and tool_call.any()
+        if timed_tool or latency.step_duration_sigma > 0:
+            z_tool, z_step = _standard_normals(keys, lengths)
+            if latency.step_duration_sigma > 0:
+                duration = duration * np.exp(latency.step_duration_sigma * z_step)
+            if timed_tool:
+                extra = latency.tool_latency * np.exp(latency.tool_latency_sigma * z_tool)
+                duration = np.where(tool_call, duration + extra, duration)
         states = np.where(terminated, states, next_states)
         return StepBatch(
             state=states,
@@ -215,7 +245,10 @@ class TabularEnv(gym.Env[int, int]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[int, dict]:
         super().reset(seed=seed)
         options = _check_options(options, ("prompt",))
-        if seed is not None or self._base_key is None:
+        if seed is not None:
+            self._base_key = seed_keys(np.array([seed]))
+            self._episode = np.full(1, -1, dtype=np.int64)
+        elif self._base_key is None:
             self._base_key = self.np_random.integers(0, _KEY_BOUND, size=1, dtype=np.uint64)
             self._episode = np.full(1, -1, dtype=np.int64)
         self._episode = self._episode + 1
@@ -289,9 +322,7 @@ class TabularVectorEnv(VectorEnv):
             seeds = [seed + i for i in range(N)] if isinstance(seed, (int, np.integer)) else list(seed)
             if len(seeds) != N:
                 raise ValueError(f"seed must be an int or a list of {N} ints (one per env), got {len(seeds)}.")
-            self._base_keys = np.concatenate(
-                [seeding.np_random(int(s))[0].integers(0, _KEY_BOUND, size=1, dtype=np.uint64) for s in seeds]
-            )
+            self._base_keys = seed_keys(np.array(seeds, dtype=np.uint64))
         self._episodes = np.full(N, -1, dtype=np.int64)
 
     def reset(

@@ -112,8 +112,9 @@ def bandit_preset(name: str) -> dict[str, Any]:
 
 
 def _dynamics(kwargs: dict[str, Any]) -> TabularDynamics:
+    latency = kwargs.pop("latency", None)  # a toy_envs.Latency overriding the configured one
     config = PromptBanditConfig(**kwargs)
-    return TabularDynamics(bandit_tables(config), Latency(step_duration=config.step_duration))
+    return TabularDynamics(bandit_tables(config), latency or Latency(step_duration=config.step_duration))
 
 
 class PromptBandit(TabularEnv):
@@ -157,7 +158,7 @@ class PromptBandit(TabularEnv):
     Example:
         >>> env = PromptBandit(**bandit_preset("tiny"))
         >>> observation, info = env.reset(seed=0, options={"prompt": 1})
-        >>> observation, info["prompt"], env.tables().reward[1].tolist()
+        >>> observation, info["prompt"], env.tables().expected_reward[1].tolist()
         (1, 1, [0.3, 0.7])
     """
 

@@ -118,8 +118,9 @@ def chain_tables(config: ReasoningChainConfig) -> MDPTables:
 
 
 def _dynamics(kwargs: dict[str, Any]) -> TabularDynamics:
+    latency = kwargs.pop("latency", None)  # a toy_envs.Latency overriding the configured one
     config = ReasoningChainConfig(**kwargs)
-    return TabularDynamics(chain_tables(config), Latency(step_duration=config.step_duration))
+    return TabularDynamics(chain_tables(config), latency or Latency(step_duration=config.step_duration))
 
 
 class ReasoningChain(TabularEnv):

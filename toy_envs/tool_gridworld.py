@@ -214,8 +214,9 @@ def gridworld_tables(config: ToolGridworldConfig) -> MDPTables:
 
 
 def _dynamics(kwargs: dict[str, Any]) -> TabularDynamics:
+    latency = kwargs.pop("latency", None)  # a toy_envs.Latency overriding the configured one
     config = ToolGridworldConfig(**kwargs)
-    latency = Latency(config.step_duration, config.tool_latency, config.tool_latency_sigma)
+    latency = latency or Latency(config.step_duration, config.tool_latency, config.tool_latency_sigma)
     return TabularDynamics(gridworld_tables(config), latency)
 
 

@@ -1,10 +1,13 @@
 """Exact objectives J(θ) and exact policy gradients ∇J(θ) of a policy on a toy env's tables.
 
-A toy env is a finite-horizon problem over hidden states x with deterministic transitions; the
-policy acts on ``o = observation_of_state[x]``. With ``k`` steps left, finite-horizon backward
-induction (Puterman, *Markov Decision Processes*, 1994, §4.3) gives the expected future reward
+A toy env is a finite-horizon problem over hidden states x whose step (x, a) has outcomes k with
+probabilities p(k | x, a) (one outcome for the deterministic toy envs); the policy acts on
+``o = observation_of_state[x]``. With ``k`` steps left, finite-horizon backward induction
+(Puterman, *Markov Decision Processes*, 1994, §4.3) gives the expected future reward
 
-    V_k(x) = Σ_a π(a | o(x)) · (r(x, a) + V_{k-1}(next(x, a))),   V_0 = 0,  V_{k-1}(end) = 0,
+    V_k(x) = Σ_a π(a | o(x)) · (r̄(x, a) + Σ_k p(k | x, a) V_{k-1}(next(x, a, k))),   V_0 = 0,  V(end) = 0,
+
+with r̄(x, a) = Σ_k p(k | x, a) r(x, a, k) the mean reward of the step,
 
 and J(θ) = mean over prompts p of Σ_x ρ_p(x) V_H(x). Everything runs vectorised over x in float64
 autograd, so ∇J(θ) is one ``torch.autograd.grad``. The bandit (H = 1) is the closed form
@@ -12,8 +15,8 @@ autograd, so ∇J(θ) is one ``torch.autograd.grad``. The bandit (H = 1) is the 
 expected length (count 1 per step), expected tool calls, and the truncation probability
 (``V_0 = 1``, no per-step value).
 
-Deliberately left out: discounting (rewards are episodic 0/1) and stochastic transitions (every toy
-env's randomness is its start state and its reward coin, both in the tables).
+Deliberately left out: discounting (rewards are episodic 0/1). This module is the only source of
+exact quantities (J, ∇J, success, length, tool calls, truncation) in flashsim.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ class TorchTables:
     """``toy_envs.MDPTables`` as torch tensors (float64 / int64 on one device); see :func:`to_torch`.
 
     Shape:
-        observation_of_state ``[X]``; initial_distribution ``[P, X]``; next_state, reward, tool_call
+        observation_of_state ``[X]``; initial_distribution ``[P, X]``; next_state and
+        transition_probability ``[X, A, K]``; reward (the mean reward of a step, r̄) and tool_call
         ``[X, A]``; train_prompts ``[P_train]``; heldout_prompts ``[P_heldout]``;
         observation_features ``[O, d]``.
     """
@@ -44,6 +48,7 @@ class TorchTables:
     observation_of_state: torch.Tensor
     initial_distribution: torch.Tensor
     next_state: torch.Tensor
+    transition_probability: torch.Tensor
     reward: torch.Tensor
     tool_call: torch.Tensor
     train_prompts: torch.Tensor
@@ -76,7 +81,8 @@ def to_torch(tables: Any, *, device: torch.device | str | None = None) -> TorchT
         observation_of_state=tensor(tables.observation_of_state, torch.int64),
         initial_distribution=tensor(tables.initial_distribution, torch.float64),
         next_state=tensor(tables.next_state, torch.int64),
-        reward=tensor(tables.reward, torch.float64),
+        transition_probability=tensor(tables.transition_probability, torch.float64),
+        reward=tensor(tables.expected_reward, torch.float64),
         tool_call=tensor(tables.tool_call, torch.float64),
         train_prompts=tensor(tables.train_prompts, torch.int64),
         heldout_prompts=tensor(tables.heldout_prompts, torch.int64),
@@ -118,22 +124,46 @@ def state_action_probs(tables: TorchTables, policy: Policy) -> torch.Tensor:
 
 
 def backward_induction(
-    tables: TorchTables, probs: torch.Tensor, step_values: torch.Tensor, final_values: torch.Tensor
+    tables: TorchTables, probs: torch.Tensor | None, step_values: torch.Tensor, final_values: torch.Tensor
 ) -> torch.Tensor:
-    """H steps of ``V ← Σ_a π(a|x) (step_values[x, a] + V[next(x, a)])`` from ``final_values``.
+    """H steps of ``V ← Σ_a π(a|x) (step_values[x, a] + Σ_k p(k|x, a) V[next(x, a, k)])`` from ``final_values``.
 
     An ended episode (``next = -1``) contributes 0 afterwards; ``final_values`` is the value of an
     episode still running after H steps (0 for returns, 1 for the truncation probability).
+    ``probs=None`` takes the best action instead of the policy's average (``max_a``: the optimal values).
 
     Shape:
-        probs: ``[X, A]``; step_values: ``[X, A, C]``; final_values: ``[X, C]``; returns ``[X, C]``.
+        probs: ``[X, A]`` or None; step_values: ``[X, A, C]``; final_values: ``[X, C]``; returns ``[X, C]``.
     """
     values = final_values
     ended = torch.zeros(1, final_values.shape[1], dtype=final_values.dtype, device=final_values.device)
     for _ in range(tables.horizon):
         padded = torch.cat([values, ended])  # next_state == -1 indexes this last, all-zero row
-        values = (probs.unsqueeze(-1) * (step_values + padded[tables.next_state])).sum(dim=1)
+        successors = (tables.transition_probability.unsqueeze(-1) * padded[tables.next_state]).sum(dim=2)
+        action_values = step_values + successors
+        values = action_values.amax(dim=1) if probs is None else (probs.unsqueeze(-1) * action_values).sum(dim=1)
     return values
+
+
+def optimal_success(tables: Any, prompts: Any = "train") -> float:
+    """The best mean return over ``prompts`` of a policy that sees the hidden state (NaN: no prompt).
+
+    Exact for the bandit (the best answer per prompt, ``mean_p max_a s[p, a]``) and for envs whose
+    observation is the state (FrozenLake); otherwise an upper bound on what an observation-based
+    policy reaches.
+
+    Example:
+        >>> import toy_envs
+        >>> optimal_success(toy_envs.PromptBandit(**toy_envs.bandit_preset("tiny")).tables())  # (0.9 + 0.7) / 2
+        0.8
+    """
+    tables = to_torch(tables)
+    if isinstance(prompts, str) and prompts == "heldout" and tables.heldout_prompts.numel() == 0:
+        return float("nan")
+    selected = _select_prompts(tables, prompts)
+    zeros = torch.zeros(tables.reward.shape[0], 1, dtype=torch.float64)
+    values = backward_induction(tables, None, tables.reward.unsqueeze(-1), zeros).squeeze(-1)
+    return float((tables.initial_distribution[selected] @ values).mean())
 
 
 def prompt_returns(tables: Any, policy: Policy, prompts: Any = None) -> torch.Tensor:

@@ -17,9 +17,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TimingModel
 from flashsim.sim.engine import AsyncEngine
-from flashsim.sim.envs import build_tables
+from flashsim.sim.envs import make_env
 from flashsim.sim.ledger import CONSUMED, CRASHED, REJECTED
-from flashsim.sim.rollouts import TableSampler
+from flashsim.sim.rollouts import Collector
 from flashsim.sim.snapshots import Snapshot
 
 
@@ -38,15 +38,16 @@ class EngineAccounting(RuleBasedStateMachine):
         seed=st.integers(0, 2**16),
     )
     def start(self, env, workers, group_size, groups, synchronous, extra_queue, crash_prob, straggler_prob, seed):
-        tables = build_tables(env)
         batch_size = group_size * groups
         timing = TimingModel(tool_latency=2.0, step_sigma=0.5, straggler_prob=straggler_prob, straggler_factor=8.0)
+        sim_env = make_env(env, batch_size, timing=timing)
+        tables = sim_env.tables
         config = AsyncWorkers(
             num_workers=workers, synchronous=synchronous, crash_prob=crash_prob, restart_time=1.5,
             max_queued=None if extra_queue is None else batch_size + extra_queue,
         )
         self.engine = AsyncEngine(
-            config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), TableSampler(tables, timing),
+            config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), Collector(sim_env),
             timing, tables.train_prompts, np.random.default_rng(seed),
         )
         self.policy = make_policy("tabular", tables)

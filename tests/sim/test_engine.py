@@ -8,9 +8,9 @@ import pytest
 from flashsim.policies import make_policy
 from flashsim.sim import AlgorithmConfig, AsyncWorkers, Simulation, TimingModel, TrainConfig
 from flashsim.sim.engine import AsyncEngine
-from flashsim.sim.envs import build_tables
+from flashsim.sim.envs import make_env
 from flashsim.sim.ledger import CONSUMED, CRASHED, REJECTED
-from flashsim.sim.rollouts import TableSampler
+from flashsim.sim.rollouts import Collector
 from flashsim.sim.snapshots import Snapshot
 
 
@@ -27,9 +27,11 @@ def lags(env, workers, updates=50, warm_up=20, timing=None, batch_size=32, **wor
 
 
 def make_engine(config, batch_size=8, group_size=1, timing=None, env="bandit_tiny", seed=0):
-    tables, timing = build_tables(env), timing or TimingModel()
+    timing = timing or TimingModel()
+    sim_env = make_env(env, batch_size, timing=timing)
+    tables = sim_env.tables
     engine = AsyncEngine(
-        config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), TableSampler(tables, timing), timing,
+        config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), Collector(sim_env), timing,
         tables.train_prompts, np.random.default_rng(seed),
     )
     policy = make_policy("tabular", tables)

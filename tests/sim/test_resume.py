@@ -48,16 +48,16 @@ def test_interrupted_then_resumed_run_equals_the_uninterrupted_run_bit_for_bit(n
         interrupt_after(patch, 6)  # checkpoint at 4; rows 4 and 5 were written and must be rewritten
         with pytest.raises(Interrupted):
             train(config, tmp_path / "resumed", plot=False)
-    assert load_checkpoint(tmp_path / "resumed" / CHECKPOINT)["simulation"]["update"] == 4
+    assert load_checkpoint(tmp_path / "resumed" / CHECKPOINT)["simulation"].update == 4
     resumed = train(config, tmp_path / "resumed", resume=True, plot=False)
     for file in ("metrics.csv", "metrics.jsonl"):
         assert filecmp.cmp(tmp_path / "whole" / file, tmp_path / "resumed" / file, shallow=False), file
     assert _equal_with_nan(resumed.rows, whole.rows)
     final_whole = load_checkpoint(tmp_path / "whole" / CHECKPOINT)["simulation"]
     final_resumed = load_checkpoint(tmp_path / "resumed" / CHECKPOINT)["simulation"]
-    for key, tensor in final_whole["learner"]["policy"].items():
-        assert torch.equal(tensor, final_resumed["learner"]["policy"][key])
-    assert final_whole["rng"] == final_resumed["rng"]
+    for key, tensor in final_whole.learner.policy.items():
+        assert torch.equal(tensor, final_resumed.learner.policy[key])
+    assert final_whole.rng == final_resumed.rng
 
 
 def test_resume_extends_the_budget_like_one_longer_run(tmp_path):

@@ -1,7 +1,8 @@
-"""Batched rollouts from the env tables: a plain loop, the exact expectations, stored log-probs, durations."""
+"""Batched collection from gymnasium vector envs: a loop of single envs, exact expectations, log-probs, durations."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -9,8 +10,8 @@ import torch
 from flashsim import exact
 from flashsim.policies import TabularPolicy
 from flashsim.sim.config import TimingModel
-from flashsim.sim.envs import build_tables
-from flashsim.sim.rollouts import TableSampler
+from flashsim.sim.envs import ENVS, build_tables, make_env
+from flashsim.sim.rollouts import Collector
 from flashsim.sim.snapshots import Snapshot, SnapshotStore
 
 ENV_NAMES = ("bandit", "gridworld", "chain")
@@ -22,39 +23,37 @@ def random_policy(tables, seed: int) -> TabularPolicy:
     return TabularPolicy(torch.randn(shape, generator=generator, dtype=torch.float64))
 
 
-def loop_sample(tables, snapshot, prompts, seed):
-    """One trajectory at a time, with the sampler's documented draws: start uniforms [B], then [2, B, H]."""
+def loop_sample(env_id, options, snapshot, prompts, num_envs, seed):
+    """One single gymnasium env at a time, with the collector's documented draws: seeds [N], then [H, B]."""
     rng = np.random.default_rng(seed)
-    B, H = len(prompts), tables.horizon
-    start_u = rng.random(B)
-    uniforms = rng.random((2, B, H))
+    seeds = rng.integers(0, 2**63, size=num_envs)
+    env = gym.make(env_id, **options)
+    uniforms = rng.random((env.unwrapped.tables().horizon, len(prompts)))
     results = []
     for i, prompt in enumerate(prompts):
-        state = int(np.searchsorted(np.cumsum(tables.initial_distribution[prompt]), start_u[i], side="left"))
-        observations, actions, log_probs, reward, tools, ended = [], [], [], 0.0, 0, False
-        for t in range(H):
-            obs = int(tables.observation_of_state[state])
-            action = int(np.searchsorted(snapshot.cumulative[obs], uniforms[0, i, t], side="left"))
+        obs, _ = env.reset(seed=int(seeds[i]), options={"prompt": int(prompt)})
+        observations, actions, log_probs, reward, tools, duration = [], [], [], 0.0, 0, 0.0
+        for t in range(uniforms.shape[0]):
+            action = int(np.searchsorted(snapshot.cumulative[obs], uniforms[t, i], side="left"))
             observations.append(obs), actions.append(action), log_probs.append(snapshot.log_probs[obs, action])
-            reward += float(uniforms[1, i, t] < tables.reward[state, action])
-            tools += int(tables.tool_call[state, action] > 0.5)
-            state = int(tables.next_state[state, action])
-            if state < 0:
-                ended = True
+            obs, r, terminated, truncated, info = env.step(action)
+            reward, tools, duration = reward + r, tools + info["tool_call"], duration + info["duration"]
+            if terminated or truncated:
                 break
-        results.append((observations, actions, log_probs, reward, tools, not ended))
+        results.append((observations, actions, log_probs, reward, tools, truncated and not terminated, duration))
     return results
 
 
 @pytest.mark.parametrize("env", ENV_NAMES)
-def test_batched_sampling_equals_a_plain_loop_over_trajectories(env):
-    tables = build_tables(env)
+def test_collected_trajectories_equal_a_loop_of_single_gymnasium_envs(env):
+    sim_env = make_env(env, 48)
+    tables = sim_env.tables
     snapshot = Snapshot.of_policy(random_policy(tables, 1), 0)
     prompts = np.resize(tables.train_prompts, 40)
-    sampler = TableSampler(tables, TimingModel())
-    batch = sampler.sample(snapshot, prompts, np.random.default_rng(7))
-    for i, (observations, actions, log_probs, reward, tools, truncated) in enumerate(
-        loop_sample(tables, snapshot, prompts, 7)
+    batch = Collector(sim_env).sample(snapshot, prompts, np.random.default_rng(7))
+    preset = ENVS[env]
+    for i, (observations, actions, log_probs, reward, tools, truncated, duration) in enumerate(
+        loop_sample(preset.env_id, preset.options, snapshot, prompts, 48, 7)
     ):
         T = len(actions)
         assert batch.lengths[i] == T
@@ -62,15 +61,17 @@ def test_batched_sampling_equals_a_plain_loop_over_trajectories(env):
         assert batch.behavior_log_probs[i, :T].tolist() == log_probs
         assert (batch.behavior_log_probs[i, T:] == 0).all() and (batch.actions[i, T:] == 0).all()
         assert batch.rewards[i] == reward and batch.tool_calls[i] == tools and batch.truncated[i] == truncated
+        assert batch.durations[i] == pytest.approx(duration, rel=1e-12)
 
 
-@pytest.mark.parametrize("env", ENV_NAMES)
+@pytest.mark.parametrize("env", (*ENV_NAMES, "FrozenLake-v1"))
 def test_sample_means_agree_with_the_exact_expectations(env):
-    tables = build_tables(env)
+    episodes = 1000 if env == "FrozenLake-v1" else 4000  # gymnasium's FrozenLake steps in Python
+    sim_env = make_env(env, episodes)
+    tables = sim_env.tables
     policy = random_policy(tables, 3)
-    per_prompt = 4000 // tables.train_prompts.size + 1
-    prompts = np.repeat(tables.train_prompts, per_prompt)
-    batch = TableSampler(tables, TimingModel()).sample(Snapshot.of_policy(policy, 0), prompts, np.random.default_rng(0))
+    prompts = np.resize(tables.train_prompts, episodes)
+    batch = Collector(sim_env).sample(Snapshot.of_policy(policy, 0), prompts, np.random.default_rng(0))
     expected = exact.evaluate(tables, policy, "train")
     for sampled, key in (
         (batch.rewards, "env/success"),
@@ -84,34 +85,59 @@ def test_sample_means_agree_with_the_exact_expectations(env):
 
 
 def test_durations_are_steps_times_step_time_without_jitter_or_tools():
-    tables = build_tables("chain")
-    sampler = TableSampler(tables, TimingModel(step_time=2.5, step_sigma=0.0, tool_latency=0.0))
-    batch = sampler.sample(Snapshot.of_policy(random_policy(tables, 0), 0), np.resize(tables.train_prompts, 64),
-                           np.random.default_rng(0))
+    sim_env = make_env("chain", 64, timing=TimingModel(step_time=2.5, step_sigma=0.0, tool_latency=0.0))
+    tables = sim_env.tables
+    batch = Collector(sim_env).sample(Snapshot.of_policy(random_policy(tables, 0), 0),
+                                      np.resize(tables.train_prompts, 64), np.random.default_rng(0))
     np.testing.assert_allclose(batch.durations, 2.5 * batch.lengths)
 
 
 def test_tool_calls_add_lognormal_latency_to_the_duration():
-    tables = build_tables("gridworld")
-    sampler = TableSampler(tables, TimingModel(step_time=1.0, tool_latency=5.0, tool_sigma=1.0))
-    batch = sampler.sample(Snapshot.of_policy(random_policy(tables, 0), 0), np.resize(tables.train_prompts, 512),
-                           np.random.default_rng(0))
+    sim_env = make_env("gridworld", 512)
+    tables = sim_env.tables
+    batch = Collector(sim_env).sample(Snapshot.of_policy(random_policy(tables, 0), 0),
+                                      np.resize(tables.train_prompts, 512), np.random.default_rng(0))
     with_tools = batch.tool_calls > 0
     assert with_tools.any() and (~with_tools).any()
     np.testing.assert_allclose(batch.durations[~with_tools], batch.lengths[~with_tools])
     assert (batch.durations[with_tools] > batch.lengths[with_tools]).all()
 
 
+def test_the_gridworld_preset_timing_is_read_from_the_env_latency():
+    timing = ENVS["gridworld"].timing
+    assert (timing.step_time, timing.tool_latency, timing.tool_sigma) == (1.0, 5.0, 1.0)
+
+
 def test_logprob_noise_perturbs_only_the_stored_policy_tokens_and_keeps_them_log_probabilities():
-    tables = build_tables("chain")
+    sim_env = make_env("chain", 64)
+    tables = sim_env.tables
     snapshot = Snapshot.of_policy(random_policy(tables, 0), 0)
     prompts = np.resize(tables.train_prompts, 64)
-    clean = TableSampler(tables, TimingModel()).sample(snapshot, prompts, np.random.default_rng(5))
-    noisy = TableSampler(tables, TimingModel(), logprob_noise=0.1).sample(snapshot, prompts, np.random.default_rng(5))
+    clean = Collector(sim_env).sample(snapshot, prompts, np.random.default_rng(5))
+    noisy = Collector(sim_env, logprob_noise=0.1).sample(snapshot, prompts, np.random.default_rng(5))
     mask = np.arange(tables.horizon) < clean.lengths[:, None]
     np.testing.assert_array_equal(noisy.actions, clean.actions)
     assert (noisy.behavior_log_probs[~mask] == 0).all() and (noisy.behavior_log_probs <= 0).all()
     assert np.abs(noisy.behavior_log_probs - clean.behavior_log_probs)[mask].mean() > 0.01
+
+
+def test_a_continuous_env_is_refused_with_the_missing_space_named():
+    with pytest.raises(ValueError, match=r"CartPole-v1 cannot run.*observation space is Box.*needs Discrete"):
+        make_env("CartPole-v1", 4)
+
+
+def test_an_unknown_env_lists_the_presets():
+    with pytest.raises(ValueError, match="presets bandit"):
+        make_env("NoSuchEnv-v0", 4)
+
+
+def test_an_env_without_tables_collects_its_own_returns():
+    sim_env = make_env("Taxi-v4", 8)  # a P table with rewards outside [0, 1]: no exact tables
+    assert sim_env.tables is None and sim_env.horizon == 200 and not sim_env.pins_prompts
+    policy = TabularPolicy(torch.zeros(sim_env.num_observations, sim_env.num_actions, dtype=torch.float64))
+    batch = Collector(sim_env).sample(Snapshot.of_policy(policy, 0), np.zeros(8, np.int64), np.random.default_rng(0))
+    assert (batch.lengths >= 1).all() and (batch.rewards < 0).any()
+    assert (batch.durations == batch.lengths).all()  # no info["duration"]: step_time 1 per step
 
 
 def test_snapshot_store_keeps_the_last_versions_and_maps_negative_versions_to_the_first():

@@ -31,7 +31,7 @@ def noise_ratio(report, target: torch.Tensor) -> float:
 
 
 def test_exact_gradient_of_a_softmax_bandit_matches_the_closed_form(bandit, bandit_policy):
-    success = torch.tensor(bandit.reward, dtype=torch.float64)
+    success = torch.tensor(bandit.expected_reward, dtype=torch.float64)
     expected = closed_form_bandit_gradient(success, bandit_policy.table.detach())
     torch.testing.assert_close(exact_gradient(bandit, bandit_policy), expected, rtol=1e-12, atol=1e-15)
 

@@ -8,6 +8,7 @@ every loss is exercised.
 import pytest
 import torch
 
+import toy_envs
 from flashsim.exact import to_torch
 from flashsim.losses import LOSSES, get_loss
 from flashsim.variance import measure_gradient
@@ -29,7 +30,8 @@ def same_batches(tables, policy, behavior, name, *, grouped, budget=8, num_batch
     )
     options = {"delta": 3e-3, "max_tokens": tables.horizon}
     group_ids = design.group_ids if grouped else None
-    problem = Problem(torch_tables, policy, log_prob_table(behavior), get_loss(name), group_ids, options)
+    dynamics = toy_envs.TabularDynamics(tables)
+    problem = Problem(dynamics, policy, log_prob_table(behavior), get_loss(name), group_ids, options)
     uniforms = draw_uniforms(design.prompts.numel(), tables.horizon, generator)
     fast = fast_update_directions(problem, design.prompts, uniforms)
     reference = reference_update_directions(problem, design.prompts, uniforms)

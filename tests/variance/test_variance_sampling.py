@@ -1,9 +1,10 @@
-"""The batch sampler: designs as in training, and rollouts distributed as the exact tables say."""
+"""The batch sampler: designs as in training, and rollouts (through the toy envs' core) as the exact tables say."""
 
 import numpy as np
 import pytest
 import torch
 
+import toy_envs
 from flashsim.exact import evaluate, to_torch
 from flashsim.variance.gradients import log_prob_table
 from flashsim.variance.sampling import batch_uniforms, draw_design, draw_uniforms, simulate
@@ -36,10 +37,9 @@ def test_prompts_are_uniform_with_replacement_over_the_train_prompts(bandit):
 
 def test_rollouts_match_the_exact_success_length_and_truncation_of_each_prompt(gridworld):
     policy = random_tabular(gridworld, seed=0, scale=0.5)
-    tables = to_torch(gridworld)
     prompts = torch.tensor(np.array(gridworld.train_prompts)).repeat_interleave(4000)[None, :]
     uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(2))
-    rollouts = simulate(tables, log_prob_table(policy), prompts, uniforms)
+    rollouts = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts, uniforms)
     exact = evaluate(gridworld, policy)
     rewards = rollouts.rewards.view(-1, 4000).mean(dim=1)
     lengths = rollouts.lengths.to(torch.float64).view(-1, 4000).mean(dim=1)
@@ -52,10 +52,9 @@ def test_rollouts_match_the_exact_success_length_and_truncation_of_each_prompt(g
 
 def test_rollouts_store_behaviour_log_probs_and_mask_padding(gridworld):
     policy = random_tabular(gridworld, seed=1)
-    tables = to_torch(gridworld)
     prompts = torch.tensor(np.array(gridworld.train_prompts))[None, :].repeat(3, 1)
     uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(3))
-    rollouts = simulate(tables, log_prob_table(policy), prompts, uniforms)
+    rollouts = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts, uniforms)
     mask = rollouts.action_mask
     assert torch.equal(mask.sum(dim=-1), rollouts.lengths) and rollouts.lengths.min() >= 1
     expected = log_prob_table(policy)[rollouts.observations, rollouts.actions]
@@ -65,15 +64,32 @@ def test_rollouts_store_behaviour_log_probs_and_mask_padding(gridworld):
 
 def test_a_batch_simulated_alone_equals_its_rows_of_the_chunk(gridworld):
     policy = random_tabular(gridworld, seed=2)
-    tables = to_torch(gridworld)
     prompts = torch.tensor(np.array(gridworld.train_prompts))[None, :].repeat(4, 1)
     uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(4))
-    chunk = simulate(tables, log_prob_table(policy), prompts, uniforms)
-    alone = simulate(tables, log_prob_table(policy), prompts[2:3], batch_uniforms(uniforms, 2, prompts.shape[1]))
+    chunk = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts, uniforms)
+    own = batch_uniforms(uniforms, 2, prompts.shape[1])
+    alone = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts[2:3], own)
     width = alone.observations.shape[-1]
     assert torch.equal(alone.rewards[0], chunk.rewards[2]) and torch.equal(alone.lengths[0], chunk.lengths[2])
     assert torch.equal(alone.actions[0], chunk.actions[2, :, :width])
     assert not chunk.action_mask[2, :, width:].any()
+
+
+def test_the_sampler_steps_the_same_core_as_the_gymnasium_env(gridworld):
+    """Trajectory n with key k equals the single env's episode drawn with that key and the same actions."""
+    policy = random_tabular(gridworld, seed=5)
+    prompts = torch.tensor(np.array(gridworld.train_prompts))[None, :]
+    uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(6))
+    rollouts = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts, uniforms)
+    dynamics, keys = toy_envs.TabularDynamics(gridworld), uniforms[0].numpy().view(np.uint64)
+    for n in range(prompts.shape[1]):
+        _, state = dynamics.reset(keys[n : n + 1], prompts[0, n : n + 1].numpy())
+        total = 0.0
+        for t in range(int(rollouts.lengths[0, n])):
+            action = rollouts.actions[0, n, t : t + 1].numpy()
+            step = dynamics.step(state, action, np.array([t]), keys[n : n + 1])
+            total, state = total + float(step.reward[0]), step.state
+        assert total == float(rollouts.rewards[0, n]) and (step.terminated[0] or step.truncated[0])
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -81,5 +97,5 @@ def test_bernoulli_rewards_are_sampled_not_their_means(bandit, seed):
     policy = random_tabular(bandit, seed=seed)
     prompts = torch.zeros(1, 500, dtype=torch.int64)
     uniforms = draw_uniforms(500, 1, torch.Generator().manual_seed(seed))
-    rollouts = simulate(to_torch(bandit), log_prob_table(policy), prompts, uniforms)
+    rollouts = simulate(toy_envs.TabularDynamics(bandit), log_prob_table(policy), prompts, uniforms)
     assert set(rollouts.rewards.unique().tolist()) == {0.0, 1.0}

@@ -1,14 +1,15 @@
 """``flashsim.sim``: the asynchronous simulator — policy snapshots, lag, rollout workers, training.
 
 Layer 4 of flashsim. Algorithms are configurations of :mod:`flashsim.losses` (through its registry);
-environments are the toy envs' exact tables; policies and exact evaluation come from
+environments are gymnasium vector envs (the toy envs' native ones, or any Discrete gymnasium id),
+with exact tables where the env offers them; policies and exact evaluation come from
 :mod:`flashsim.policies` and :mod:`flashsim.exact`.
 
 Modules, one job each:
 - :mod:`~flashsim.sim.config` — frozen configs (lag models, timing, algorithm, run) and presets;
-- :mod:`~flashsim.sim.envs` — env presets and their tables;
+- :mod:`~flashsim.sim.envs` — env presets, ``make_env`` (a vector env and its tables, if any);
 - :mod:`~flashsim.sim.snapshots` — published policy snapshots θ_k;
-- :mod:`~flashsim.sim.rollouts` — batched trajectory sampling from the tables;
+- :mod:`~flashsim.sim.rollouts` — batched trajectory collection from the vector env;
 - :mod:`~flashsim.sim.lag` — injected lag (fixed, random) as a rollout source;
 - :mod:`~flashsim.sim.engine` — the discrete-event engine of N workers (emergent lag, crashes);
 - :mod:`~flashsim.sim.store`, :mod:`~flashsim.sim.ledger` — trajectory rows and their accounting;
@@ -39,7 +40,7 @@ from flashsim.sim.config import (
     parse_lag,
 )
 from flashsim.sim.engine import AsyncEngine
-from flashsim.sim.envs import ENVS, build_tables, optimal_success
+from flashsim.sim.envs import ENVS, SimEnv, build_tables, make_env, optimal_success
 from flashsim.sim.lag import LaggedSource, draw_lags
 from flashsim.sim.ledger import AccountingError, Ledger
 from flashsim.sim.simulation import METRIC_KEYS, Simulation
@@ -47,6 +48,6 @@ from flashsim.sim.training import TrainResult, train
 
 __all__ = [
     "ALGORITHMS", "AccountingError", "AlgorithmConfig", "AsyncEngine", "AsyncWorkers", "ENVS", "FixedLag",
-    "LaggedSource", "Ledger", "METRIC_KEYS", "RandomLag", "Simulation", "TimingModel", "TrainConfig",
-    "TrainResult", "build_tables", "draw_lags", "optimal_success", "parse_lag", "train",
+    "LaggedSource", "Ledger", "METRIC_KEYS", "RandomLag", "SimEnv", "Simulation", "TimingModel", "TrainConfig",
+    "TrainResult", "build_tables", "draw_lags", "make_env", "optimal_success", "parse_lag", "train",
 ]

@@ -217,7 +217,8 @@ class TrainConfig:
     """One simulated training run: environment, algorithm, lag, timing, budget, seed."""
 
     env: str = "bandit"
-    """Environment preset: ``bandit``, ``gridworld`` or ``chain`` (see ``flashsim.sim.envs.ENVS``)."""
+    """Environment: a preset (``bandit``, ``gridworld``, ``chain``; see ``flashsim.sim.envs.ENVS``) or any
+    registered gymnasium id with Discrete observations and actions (e.g. ``FrozenLake-v1``)."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     """Loss and batching (see :data:`ALGORITHMS`)."""
     lag: LagModel = field(default_factory=FixedLag, metadata={PARSE: parse_lag})

@@ -30,18 +30,51 @@ from __future__ import annotations
 import copy
 import heapq
 from collections import deque
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TimingModel
 from flashsim.sim.lag import SimClock
-from flashsim.sim.ledger import Ledger
-from flashsim.sim.rollouts import Batch, TableSampler
+from flashsim.sim.ledger import Ledger, LedgerState
+from flashsim.sim.rollouts import Batch, Collector, TrajectoryArrays
 from flashsim.sim.snapshots import Snapshot
 from flashsim.sim.store import TrajectoryStore
 
 COMPLETE, CRASH, RESTART = 0, 1, 2
-_STATIC = ("config", "sampler", "timing", "rng", "train_prompts", "batch_size", "group_size", "max_queued")
+
+
+@dataclass
+class EngineState:
+    """Every piece of the engine's mutable state (the attributes of the same names); see ``__init__``."""
+
+    ledger: LedgerState
+    clock: SimClock
+    store: TrajectoryStore
+    snapshot: Snapshot | None
+    pending: Snapshot | None
+    publish_at: float
+    quota: int
+    task_prompts: np.ndarray
+    task_groups: np.ndarray
+    task_head: int
+    next_group: int
+    buffer: TrajectoryArrays | None
+    buffer_version: int
+    buffer_pos: int
+    buffer_crash: np.ndarray
+    buffer_straggler: np.ndarray
+    worker_trajectory: np.ndarray
+    worker_start: np.ndarray
+    worker_end: np.ndarray
+    worker_kind: np.ndarray
+    worker_seq: np.ndarray
+    events: list[tuple[float, int, int, int]]
+    seq: int
+    parked: deque[int]
+    partial: dict[int, list[int]]
+    ready: deque[list[int]]
+    ready_count: int
 
 
 class AsyncEngine:
@@ -50,14 +83,14 @@ class AsyncEngine:
     Args:
         config: workers, backpressure, synchronous mode, crashes.
         algorithm: batch size B and group size G.
-        sampler: samples trajectory contents from the env tables.
+        sampler: collects trajectory contents from the env.
         timing: durations, update time, stragglers.
         train_prompts: prompts to draw tasks from (one uniform draw per group).
         rng: the run's generator.
     """
 
     def __init__(
-        self, config: AsyncWorkers, algorithm: AlgorithmConfig, sampler: TableSampler,
+        self, config: AsyncWorkers, algorithm: AlgorithmConfig, sampler: Collector,
         timing: TimingModel, train_prompts: np.ndarray, rng: np.random.Generator,
     ) -> None:
         self.config, self.sampler, self.timing, self.rng = config, sampler, timing, rng
@@ -291,10 +324,14 @@ class AsyncEngine:
 
     # ------------------------------------------------------------------ checkpointing
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> EngineState:
         """A deep copy of every piece of mutable state (the generator is saved by the caller)."""
-        return {key: copy.deepcopy(value) for key, value in vars(self).items() if key not in _STATIC}
+        state = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(EngineState) if f.name != "ledger"}
+        return EngineState(ledger=self.ledger.state_dict(), **state)
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: EngineState) -> None:
         """Restore from :meth:`state_dict`."""
-        vars(self).update(copy.deepcopy(state))
+        self.ledger.load_state_dict(state.ledger)
+        for f in fields(EngineState):
+            if f.name != "ledger":
+                setattr(self, f.name, copy.deepcopy(getattr(state, f.name)))

@@ -15,12 +15,15 @@ Glossary: B trajectories per batch, G group size, L lag, k learner update.
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
+
 import numpy as np
 
 from flashsim.sim.config import AlgorithmConfig, FixedLag, RandomLag, TimingModel
-from flashsim.sim.ledger import Ledger
-from flashsim.sim.rollouts import Batch, TableSampler, TrajectoryArrays
-from flashsim.sim.snapshots import Snapshot, SnapshotStore
+from flashsim.sim.ledger import Ledger, LedgerState
+from flashsim.sim.rollouts import Batch, Collector, TrajectoryArrays
+from flashsim.sim.snapshots import Snapshot, SnapshotStore, SnapshotStoreState
 
 
 def draw_lags(model: FixedLag | RandomLag, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -45,14 +48,14 @@ def draw_lags(model: FixedLag | RandomLag, count: int, rng: np.random.Generator)
     return np.minimum(lags, model.max_lag).astype(np.int64)
 
 
+@dataclass
 class SimClock:
     """Cumulative simulated time of the learner and of the workers, for the ``time/`` metrics."""
 
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.learner_busy = 0.0
-        self.learner_wait = 0.0
-        self.worker_busy = 0.0
+    now: float = 0.0
+    learner_busy: float = 0.0
+    learner_wait: float = 0.0
+    worker_busy: float = 0.0
 
     def metrics(self, num_workers: int, in_flight_busy: float = 0.0) -> dict[str, float]:
         """``time/sim_clock``, ``time/learner_idle`` and ``time/worker_idle`` (fractions of time so far)."""
@@ -64,11 +67,15 @@ class SimClock:
             "time/worker_idle": float(1.0 - (self.worker_busy + in_flight_busy) / capacity) if capacity > 0 else 0.0,
         }
 
-    def state_dict(self) -> dict:
-        return dict(vars(self))
 
-    def load_state_dict(self, state: dict) -> None:
-        vars(self).update(state)
+@dataclass
+class LaggedSourceState:
+    """What a :class:`LaggedSource` needs to continue: kept snapshots, ledger, clock, next group id."""
+
+    snapshots: SnapshotStoreState
+    ledger: LedgerState
+    clock: SimClock
+    next_group: int
 
 
 class LaggedSource:
@@ -77,14 +84,14 @@ class LaggedSource:
     Args:
         model: the lag model.
         algorithm: batch size B and group size G.
-        sampler: samples trajectories from the env tables.
+        sampler: collects trajectories from the env.
         timing: update time for the simulated clock.
         train_prompts: prompts to draw from (uniformly, one per group).
         rng: the run's generator.
     """
 
     def __init__(
-        self, model: FixedLag | RandomLag, algorithm: AlgorithmConfig, sampler: TableSampler,
+        self, model: FixedLag | RandomLag, algorithm: AlgorithmConfig, sampler: Collector,
         timing: TimingModel, train_prompts: np.ndarray, rng: np.random.Generator,
     ) -> None:
         self.model, self.sampler, self.timing, self.rng = model, sampler, timing, rng
@@ -122,14 +129,10 @@ class LaggedSource:
         return Batch(ids, versions, group_ids, trajectories)
 
     def _sample(self, versions: np.ndarray, prompts: np.ndarray) -> TrajectoryArrays:
-        """Rows sampled by their own versions; one sampler call per distinct version."""
-        if versions[0] == versions[-1] and (versions == versions[0]).all():
-            return self.sampler.sample(self.snapshots.get(versions[0]), prompts, self.rng)
-        trajectories = TrajectoryArrays.empty(self.batch_size, self.sampler.horizon)
-        for version in np.unique(versions):
-            index = np.flatnonzero(versions == version)
-            trajectories.put(index, self.sampler.sample(self.snapshots.get(version), prompts[index], self.rng))
-        return trajectories
+        """Rows sampled by their own versions, all in one collection."""
+        kept, which = np.unique(versions, return_inverse=True)
+        snapshots = [self.snapshots.get(version) for version in kept]
+        return self.sampler.sample_mixed(snapshots, which.astype(np.int64), prompts, self.rng)
 
     def _advance_clock(self, durations: np.ndarray) -> None:
         generation = float(durations.max())
@@ -145,14 +148,14 @@ class LaggedSource:
         """The ledger's invariant (nothing is ever in flight or queued between updates here)."""
         return self.ledger.check(in_flight=np.empty(0, np.int64), queued=np.empty(0, np.int64))
 
-    def state_dict(self) -> dict:
-        return {
-            "snapshots": self.snapshots.state_dict(), "ledger": self.ledger.state_dict(),
-            "clock": self.clock.state_dict(), "next_group": self.next_group,
-        }
+    def state_dict(self) -> LaggedSourceState:
+        """A deep copy of the mutable state (the generator is saved by the caller)."""
+        return LaggedSourceState(
+            self.snapshots.state_dict(), self.ledger.state_dict(), copy.copy(self.clock), self.next_group
+        )
 
-    def load_state_dict(self, state: dict) -> None:
-        self.snapshots.load_state_dict(state["snapshots"])
-        self.ledger.load_state_dict(state["ledger"])
-        self.clock.load_state_dict(state["clock"])
-        self.next_group = state["next_group"]
+    def load_state_dict(self, state: LaggedSourceState) -> None:
+        """Restore from :meth:`state_dict`."""
+        self.snapshots.load_state_dict(state.snapshots)
+        self.ledger.load_state_dict(state.ledger)
+        self.clock, self.next_group = copy.copy(state.clock), state.next_group

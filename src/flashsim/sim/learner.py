@@ -9,7 +9,8 @@ learner
 2. computes the advantages once over the **whole** collected batch with the registry entry's own
    estimator (``ADVANTAGES[spec.advantage]``), so that minibatches and PPO epochs share one
    baseline (the "centre before splitting" contract of :mod:`flashsim.losses.composed`);
-3. takes ``epochs × minibatches`` optimizer steps, minibatch j being rows ``[j·B/m, (j+1)·B/m)``
+3. takes ``epochs × minibatches`` optimizer steps (``loss.backward()`` and a ``torch.optim``
+   optimizer, like every PyTorch loop), minibatch j being rows ``[j·B/m, (j+1)·B/m)``
    (whole groups, since siblings are adjacent); each step recomputes log π_θ of the stored
    (observation, action) tokens with the *current* parameters and calls the loss with the stored
    behaviour log-probs.
@@ -31,8 +32,10 @@ from torch import Tensor
 
 from flashsim.losses import ADVANTAGES, get_loss
 from flashsim.sim.config import AlgorithmConfig
-from flashsim.sim.optim import SGD, Adam
 from flashsim.sim.rollouts import Batch
+
+#: ``AlgorithmConfig.optimizer`` name → ``torch.optim`` class.
+OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 #: Stats of the loss reported per update, as (metric key, stats key).
 _LOSS_METRICS = (
@@ -76,9 +79,7 @@ class Learner:
         self.loss_fn = get_loss(algorithm.loss)
         self.advantage_fn = ADVANTAGES[self.loss_fn.spec.advantage]
         self.options = dict(algorithm.loss_options)
-        optimizer = Adam if algorithm.optimizer == "adam" else SGD
-        self.parameters = list(policy.parameters())
-        self.optimizer = optimizer(self.parameters, lr=algorithm.learning_rate)
+        self.optimizer = OPTIMIZERS[algorithm.optimizer](policy.parameters(), lr=algorithm.learning_rate)
         self.dtype = next(policy.parameters()).dtype
 
     def prepare(self, batch: Batch) -> PreparedBatch:
@@ -120,7 +121,9 @@ class Learner:
             log_probs, prepared.behavior_log_probs[rows], prepared.rewards[rows], mask,
             prepared.group_ids[rows], advantages=prepared.advantages[rows], validate=False, **self.options,
         )
-        self.optimizer.step(torch.autograd.grad(loss, self.parameters))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
         with torch.no_grad():
             detached = table.detach()
             entropy = -(detached.exp() * detached).sum(dim=-1)[observations]
@@ -130,11 +133,19 @@ class Learner:
         names = [name for name, _ in _LOSS_METRICS] + ["trust/sequence_kl", "policy/entropy"]
         return dict(zip(names, values.tolist())), stats["admitted"].numpy()
 
-    def state_dict(self) -> dict:
-        """Policy and optimizer state."""
-        return {"policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict()}
+    def state_dict(self) -> LearnerState:
+        """Policy and optimizer state (``torch``'s own ``state_dict`` formats)."""
+        return LearnerState(self.policy.state_dict(), self.optimizer.state_dict())
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: LearnerState) -> None:
         """Restore from :meth:`state_dict`."""
-        self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.policy.load_state_dict(state.policy)
+        self.optimizer.load_state_dict(state.optimizer)
+
+
+@dataclass
+class LearnerState:
+    """What a learner needs to continue: ``policy.state_dict()`` and ``optimizer.state_dict()``."""
+
+    policy: dict
+    optimizer: dict

@@ -17,6 +17,8 @@ exact without per-trajectory Python objects.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 IN_FLIGHT, QUEUED, TAKEN, CONSUMED, REJECTED, CRASHED = 1, 2, 3, 4, 5, 6
@@ -149,22 +151,27 @@ class Ledger:
             f"cannot move to {action}: expected every id {STATUS_NAMES[source]}, found {states}"
         )
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> LedgerState:
         """Everything needed to restore the ledger exactly."""
-        return {
-            "status": self._status[: self.started].copy(), "completed": self.completed,
-            "crashed": self.crashed, "stragglers": self.stragglers,
-        }
+        return LedgerState(self._status[: self.started].copy(), self.completed, self.crashed, self.stragglers)
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: LedgerState) -> None:
         """Restore from :meth:`state_dict`."""
-        status = state["status"]
+        status = state.status
         self._status = np.zeros(max(1024, 2 * status.shape[0]), dtype=np.int8)
         self._status[: status.shape[0]] = status
         self.started = int(status.shape[0])
-        self.completed = int(state["completed"])
-        self.crashed = int(state["crashed"])
-        self.stragglers = int(state["stragglers"])
+        self.completed, self.crashed, self.stragglers = int(state.completed), int(state.crashed), int(state.stragglers)
+
+
+@dataclass
+class LedgerState:
+    """A ledger's content: the status of every started id (``[started] int8``) and its counters."""
+
+    status: np.ndarray
+    completed: int
+    crashed: int
+    stragglers: int
 
 
 def _distinct(ids: np.ndarray) -> bool:

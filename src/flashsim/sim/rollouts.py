@@ -1,14 +1,13 @@
-"""Rollouts: B trajectories sampled together from an env's exact tables, padded to the horizon H.
+"""Rollouts: B trajectories collected together from a gymnasium vector env, padded to the horizon H.
 
-All B trajectories of a batch are stepped in lockstep with numpy (one vectorised step per time
-index, no per-trajectory Python), through the same :class:`toy_envs.MDPTables` that
-``flashsim.exact`` integrates over, so simulated rollouts and exact objectives cannot disagree about
-the dynamics. Every trajectory records, at sampling time: its observations and actions, the
-behaviour log-probs ``log μ(a_t | o_t)`` of the snapshot that generated it (never recomputed), its
-length, reward, tool calls, truncation and simulated duration.
+All B trajectories of a batch are stepped in lockstep through the env's vector env (one vectorised
+step per time index, no per-trajectory Python). Every trajectory records, at sampling time: its
+observations and actions, the behaviour log-probs ``log μ(a_t | o_t)`` of the snapshot that
+generated it (never recomputed), its length, return, tool calls, truncation and simulated duration
+(from ``info["duration"]``).
 
-Deliberately left out: per-step env ``info`` (the tables carry everything the simulator needs) and
-the gymnasium env objects themselves (they are the reference the tables are tested against).
+Deliberately left out: observations other than integers (``Discrete`` spaces only) and any
+``info`` key beyond ``tool_call`` and ``duration``.
 
 Glossary: B trajectories, H horizon, O observations, A actions, X hidden states, P prompts.
 """
@@ -19,7 +18,6 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from flashsim.sim.config import TimingModel
 from flashsim.sim.snapshots import Snapshot
 
 
@@ -92,78 +90,83 @@ class Batch:
         return Batch(self.ids[index], self.versions[index], self.group_ids[index], self.trajectories.take(index))
 
 
-class TableSampler:
-    """Samples trajectories of one env from its :class:`toy_envs.MDPTables`, in batch.
+class Collector:
+    """Collects trajectories from a gymnasium vector env (:class:`~flashsim.sim.envs.SimEnv`), in batch.
+
+    Each collection reseeds the vector env's sub-envs with seeds drawn from the run's generator and
+    pins their prompts (toy envs), then steps all of them in lockstep until every episode has ended;
+    the policy's actions are drawn by inverse CDF from the snapshot's table. The env's dynamics are
+    the env's own (for the toy envs: :class:`toy_envs.TabularDynamics`, through their native vector
+    env), so what the simulator trains on is exactly what ``gymnasium.make`` gives a user.
 
     Args:
-        tables: the env's exact tables.
-        timing: the duration model of steps and tool calls.
+        env: the vector env and what is known about it.
+        step_time: seconds per step of envs that do not report ``info["duration"]``.
         logprob_noise: std of Gaussian noise added to the *stored* behaviour log-probs (models the
             numerical gap between an inference engine and the learner; the actions are still drawn
             from the true snapshot). Noisy values are capped at 0 so they stay log-probabilities.
     """
 
-    def __init__(self, tables, timing: TimingModel, logprob_noise: float = 0.0) -> None:
-        self.tables = tables
-        self.timing = timing
+    def __init__(self, env, step_time: float = 1.0, logprob_noise: float = 0.0) -> None:
+        self.env = env
+        self.step_time = float(step_time)
         self.logprob_noise = float(logprob_noise)
-        start = np.cumsum(tables.initial_distribution, axis=1)
-        start[:, -1] = 1.0
-        self._start_cumulative = start
-        self._tool_call = tables.tool_call > 0.5
-        self.steps = 0  # env steps simulated by this sampler (for throughput reports)
+        self.steps = 0  # env steps simulated (for throughput reports)
 
     @property
     def horizon(self) -> int:
         """H, the number of token slots of every trajectory."""
-        return int(self.tables.horizon)
+        return self.env.horizon
 
     def sample(self, snapshot: Snapshot, prompts: np.ndarray, rng: np.random.Generator) -> TrajectoryArrays:
-        """One trajectory per entry of ``prompts``, all acting with ``snapshot``.
+        """One trajectory per entry of ``prompts`` (at most ``num_envs``), all acting with ``snapshot``."""
+        prompts = np.asarray(prompts, dtype=np.int64)
+        return self.sample_mixed([snapshot], np.zeros(prompts.shape[0], np.int64), prompts, rng)
+
+    def sample_mixed(
+        self, snapshots: list[Snapshot], which: np.ndarray, prompts: np.ndarray, rng: np.random.Generator
+    ) -> TrajectoryArrays:
+        """Trajectory i acts with ``snapshots[which[i]]`` and answers ``prompts[i]``.
 
         Shape:
-            prompts: ``[B] int64``. Returns :class:`TrajectoryArrays` with B rows.
+            which, prompts: ``[n] int64`` with n ≤ ``num_envs``. Returns :class:`TrajectoryArrays` with n rows.
         """
-        tables, H = self.tables, self.horizon
-        prompts = np.asarray(prompts, dtype=np.int64)
-        B = prompts.shape[0]
-        out = TrajectoryArrays.empty(B, H)
-        out.prompts[:] = prompts
-        state = _inverse_cdf(self._start_cumulative[prompts], rng.random(B))
-        uniforms = rng.random((2, B, H))  # action draws, reward coins
-        alive = np.ones(B, dtype=bool)
-        tool_steps = np.zeros((B, H), dtype=bool)
+        H, N, n = self.horizon, self.env.num_envs, prompts.shape[0]
+        if n > N:
+            raise ValueError(f"at most {N} trajectories per collection (num_envs), got {n}")
+        log_probs = np.stack([snapshot.log_probs for snapshot in snapshots])  # [V, O, A]
+        cumulative = np.stack([snapshot.cumulative for snapshot in snapshots])
+        out = TrajectoryArrays.empty(n, H)
+        out.prompts[:] = prompts if self.env.pins_prompts else 0
+        seeds = rng.integers(0, 2**63, size=N)
+        options = {"prompt": np.resize(prompts, N)} if self.env.pins_prompts else None
+        observations, _ = self.env.vector_env.reset(seed=seeds.tolist(), options=options)
+        uniforms = rng.random((H, n))
+        alive = np.ones(n, dtype=bool)
+        pad = np.zeros(N - n, np.int64)
         for t in range(H):
-            obs = tables.observation_of_state[state]
-            action = _inverse_cdf(snapshot.cumulative[obs], uniforms[0, :, t])
+            obs = np.asarray(observations[:n], dtype=np.int64)
+            action = _inverse_cdf(cumulative[which, obs], uniforms[t])
             out.observations[:, t] = np.where(alive, obs, 0)
             out.actions[:, t] = np.where(alive, action, 0)
-            out.behavior_log_probs[:, t] = np.where(alive, snapshot.log_probs[obs, action], 0.0)
-            out.rewards += alive & (uniforms[1, :, t] < tables.reward[state, action])
-            tool_steps[:, t] = alive & self._tool_call[state, action]
+            out.behavior_log_probs[:, t] = np.where(alive, log_probs[which, obs, action], 0.0)
+            observations, reward, terminated, truncated, info = self.env.vector_env.step(np.concatenate([action, pad]))
+            out.rewards += np.where(alive, reward[:n], 0.0)
+            if "tool_call" in info:
+                out.tool_calls += alive & info["tool_call"][:n]
+            duration = info["duration"][:n] if "duration" in info else self.step_time
+            out.durations += np.where(alive, duration, 0.0)
             out.lengths += alive
-            successor = tables.next_state[state, action]
-            alive &= successor >= 0
+            out.truncated |= alive & truncated[:n] & ~terminated[:n]
+            alive &= ~(terminated[:n] | truncated[:n])
             if not alive.any():
                 break
-            state = np.where(alive, successor, 0)
-        out.truncated[:] = alive
         self.steps += int(out.lengths.sum())
-        out.tool_calls[:] = tool_steps.sum(axis=1)
-        mask = np.arange(H) < out.lengths[:, None]
-        out.durations[:] = self._durations(mask, tool_steps, rng)
         if self.logprob_noise > 0:
-            noise = self.logprob_noise * rng.standard_normal((B, H))
+            mask = np.arange(H) < out.lengths[:, None]
+            noise = self.logprob_noise * rng.standard_normal((n, H))
             out.behavior_log_probs[:] = np.where(mask, np.minimum(out.behavior_log_probs + noise, 0.0), 0.0)
         return out
-
-    def _durations(self, mask: np.ndarray, tool_steps: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Simulated seconds of each trajectory: lognormal step times plus lognormal tool latencies."""
-        timing = self.timing
-        normals = rng.standard_normal((2,) + mask.shape)
-        steps = np.where(mask, timing.step_time * np.exp(timing.step_sigma * normals[0]), 0.0)
-        tools = np.where(tool_steps, timing.tool_latency * np.exp(timing.tool_sigma * normals[1]), 0.0)
-        return steps.sum(axis=1) + tools.sum(axis=1)
 
 
 def _inverse_cdf(cumulative: np.ndarray, uniforms: np.ndarray) -> np.ndarray:

@@ -93,11 +93,19 @@ class SnapshotStore:
             )
         return self._snapshots[version]
 
-    def state_dict(self) -> dict:
-        """Everything needed to restore the store exactly."""
-        return {"keep": self.keep, "snapshots": dict(self._snapshots)}
+    def state_dict(self) -> SnapshotStoreState:
+        """Everything needed to restore the store exactly (snapshots are immutable: shared, not copied)."""
+        return SnapshotStoreState(self.keep, list(self._snapshots.values()))
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: SnapshotStoreState) -> None:
         """Restore from :meth:`state_dict`."""
-        self.keep = state["keep"]
-        self._snapshots = dict(state["snapshots"])
+        self.keep = state.keep
+        self._snapshots = {snapshot.version: snapshot for snapshot in state.snapshots}
+
+
+@dataclass
+class SnapshotStoreState:
+    """The kept snapshots, oldest first, and how many to keep."""
+
+    keep: int
+    snapshots: list[Snapshot]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +27,22 @@ from flashsim.io import (
     save_checkpoint,
 )
 from flashsim.sim.config import FixedLag, RandomLag, TrainConfig
+from flashsim.sim.engine import EngineState
 from flashsim.sim.envs import optimal_success
-from flashsim.sim.lag import SimClock
-from flashsim.sim.learner import PreparedBatch
-from flashsim.sim.ledger import Ledger
+from flashsim.sim.lag import LaggedSourceState, SimClock
+from flashsim.sim.learner import LearnerState, PreparedBatch
+from flashsim.sim.ledger import Ledger, LedgerState
 from flashsim.sim.plotting import plot_curves
 from flashsim.sim.rollouts import Batch, TrajectoryArrays
-from flashsim.sim.simulation import METRIC_KEYS, Simulation
-from flashsim.sim.snapshots import Snapshot
+from flashsim.sim.simulation import METRIC_KEYS, CollectedBatch, Simulation, SimulationState
+from flashsim.sim.snapshots import Snapshot, SnapshotStoreState
 from flashsim.sim.store import TrajectoryStore
 
 CHECKPOINT, CONFIG, SUMMARY, CURVES = "checkpoint.pt", "config.json", "summary.json", "curves.png"
-STATE_TYPES = (Batch, PreparedBatch, TrajectoryArrays, Snapshot, SimClock, Ledger, TrajectoryStore)
+STATE_TYPES = (
+    SimulationState, LearnerState, CollectedBatch, Batch, PreparedBatch, TrajectoryArrays, EngineState,
+    LaggedSourceState, LedgerState, Ledger, SnapshotStoreState, Snapshot, SimClock, TrajectoryStore,
+)
 """Classes of the simulator's own state objects that its checkpoints may hold (see :mod:`flashsim.io`);
 the config is stored as plain data and read back strictly by :func:`flashsim.config.from_dict`."""
 
@@ -124,8 +128,7 @@ def _open_outputs(
 
 
 def _checkpoint(simulation: Simulation, writer: MetricsWriter, out: Path) -> None:
-    state = simulation.state_dict()
-    state["config"] = to_dict(state["config"])
+    state = replace(simulation.state_dict(), config=to_dict(simulation.config))
     save_checkpoint(out / CHECKPOINT, {"simulation": state, "offsets": writer.offsets}, types=STATE_TYPES)
 
 
@@ -136,7 +139,10 @@ def load_state(path: Path | str) -> dict[str, Any]:
     rebuilt from plain data by :func:`flashsim.config.from_dict`, so it is checked like a config file.
     """
     state = load_checkpoint(path, types=STATE_TYPES)
-    state["simulation"]["config"] = from_dict(TrainConfig, state["simulation"]["config"], name="config")
+    simulation = state["simulation"]
+    if not isinstance(simulation, SimulationState):
+        raise ValueError(f"{path} does not hold a simulator state")
+    state["simulation"] = replace(simulation, config=from_dict(TrainConfig, simulation.config, name="config"))
     return state
 
 
@@ -161,7 +167,8 @@ def _summary(
         "final": {key: last.get(key) for key in METRIC_KEYS},
         "success_train": final_success["env/success_train"],
         "success_heldout": final_success["env/success_heldout"],
-        "optimal_success_train": optimal_success(simulation.tables, "train"),
+        "optimal_success_train": optimal_success(simulation.tables, "train") if simulation.tables is not None else None,
+        "success_train_stderr": final_success["env/success_train_stderr"],
         "accounting": {**simulation.ledger.counts(), "stragglers": simulation.ledger.stragglers},
         "wall_seconds": elapsed,
         "cpu_seconds": cpu,

@@ -161,7 +161,7 @@ def fast_update_directions(problem: Problem, prompts: Tensor, uniforms: Uniforms
         prompts ``[c, B]``; returns ``([c, num_params] float64, stats)`` with the stats of
         :data:`~flashsim.variance.problem.PER_BATCH_STATS` (``[c]``) and ``clipped_tokens`` (``[]``).
     """
-    rollouts = simulate(problem.tables, problem.behavior_log_table, prompts, uniforms)
+    rollouts = simulate(problem.dynamics, problem.behavior_log_table, prompts, uniforms)
     log_table = log_prob_table(problem.policy)
     log_probs = log_table.take(rollouts.observations * log_table.shape[1] + rollouts.actions)
     coefficients, stats = log_prob_coefficients(

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+import toy_envs
 from flashsim.exact import exact_gradient, to_torch
 from flashsim.losses import get_loss
 from flashsim.policies import Policy
@@ -40,14 +41,15 @@ _RESERVED_OPTIONS = ("advantages", "validate", "group_ids", "num_sequences", "nu
 
 
 def resolve_tables(env: Any) -> Any:
-    """The ``toy_envs.MDPTables`` of a gymnasium toy env (``env.unwrapped.tables()``) or the tables themselves."""
-    if hasattr(env, "initial_distribution") and hasattr(env, "next_state"):
+    """The ``toy_envs.MDPTables`` of a gymnasium env (:func:`toy_envs.exact_tables`) or the tables themselves."""
+    if isinstance(env, toy_envs.MDPTables):
         return env
-    unwrapped = getattr(env, "unwrapped", None)
-    if unwrapped is not None and callable(getattr(unwrapped, "tables", None)):
-        return unwrapped.tables()
+    tables = toy_envs.exact_tables(env) if hasattr(env, "unwrapped") else None
+    if tables is not None:
+        return tables
     raise TypeError(
-        f"env must be a toy_envs gymnasium env (with env.unwrapped.tables()) or a toy_envs.MDPTables, "
+        f"env must be a gymnasium env with exact tables (env.unwrapped.tables() or a P table) or a "
+        "toy_envs.MDPTables, "
         f"got {type(env).__name__}"
     )
 
@@ -101,7 +103,7 @@ def update_directions(
     directions = torch.empty(design.num_batches, problem.policy.num_params, dtype=torch.float64)
     stats = {name: torch.empty(design.num_batches, dtype=torch.float64) for name in PER_BATCH_STATS}
     clipped_tokens = 0.0
-    for start, prompts, uniforms in iterate_chunks(design, problem.tables.horizon, generator):
+    for start, prompts, uniforms in iterate_chunks(design, problem.dynamics.tables.horizon, generator):
         chunk_directions, chunk_stats = method(problem, prompts, uniforms)
         stop = start + chunk_directions.shape[0]
         directions[start:stop] = chunk_directions
@@ -185,9 +187,8 @@ def measure_gradient(
         torch_tables, num_batches=num_batches, budget=budget, group_size=group_size, replicates=replicates,
         generator=generator,
     )
-    problem = Problem(
-        torch_tables, policy, log_prob_table(behavior), loss_fn, design.group_ids if grouped else None, options
-    )
+    group_ids = design.group_ids if grouped else None
+    problem = Problem(toy_envs.TabularDynamics(tables), policy, log_prob_table(behavior), loss_fn, group_ids, options)
     directions, stats, clipped_tokens = update_directions(problem, design, METHODS[method], generator)
     true_gradient = exact_gradient(tables, policy).detach().to(torch.float64)
     point, intervals, mean = gradient_statistics(

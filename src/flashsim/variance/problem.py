@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from flashsim.exact import TorchTables
+import toy_envs
 from flashsim.policies import Policy
 
 #: Per-batch stats that every gradient method returns as ``[c]`` tensors (besides the chunk total
@@ -23,7 +23,8 @@ class Problem:
         behavior_log_table: ``[O, A]`` float64 log μ(a | o); group_ids: ``[B]`` int64 (grouped batches) or None.
     """
 
-    tables: TorchTables
+    dynamics: toy_envs.TabularDynamics
+    """The env's batched dynamics core (its ``tables`` are the exact tables)."""
     policy: Policy
     behavior_log_table: Tensor
     loss_fn: Callable

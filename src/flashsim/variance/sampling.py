@@ -1,4 +1,4 @@
-"""Batches as in training, simulated from a toy env's exact tables, many batches at once.
+"""Batches as in training, simulated through the toy envs' dynamics core, many batches at once.
 
 A *design* fixes which prompts every batch answers; a *chunk* of rollouts is then simulated for many
 batches in one vectorised pass (lockstep over the H time steps, no per-trajectory Python):
@@ -8,13 +8,14 @@ batches in one vectorised pass (lockstep over the H time steps, no per-trajector
   prompts G times each (siblings are adjacent rows and share a group id);
 * every prompt draw is answered by ``replicates`` independent rollout sets (batches ``i·r .. i·r + r − 1``
   share the prompts of draw i): the nested design behind the between/within-prompt split;
-* a trajectory starts in ``x ~ initial_distribution[p]``, takes ``a ~ μ(· | o(x))``, earns a Bernoulli
-  reward of mean ``reward[x, a]`` (the tables hold the mean; the coin is sampled here) and moves to
-  ``next_state[x, a]`` until it ends (``-1``) or is truncated after H steps; ``log μ(a | o)`` is stored
-  at sampling time. R_i is the sum of the step rewards.
+* a trajectory takes ``a ~ μ(· | o)`` and the env's own batched dynamics
+  (:class:`toy_envs.TabularDynamics`, the code every toy gymnasium env and vector env steps through)
+  draw its start state, outcome and reward coin, until it ends or is truncated after H steps;
+  ``log μ(a | o)`` is stored at sampling time. R_i is the sum of the step rewards.
 
-All randomness is inverse-CDF sampling from uniforms drawn up front per chunk from one
-``torch.Generator``, so the reference loop and the fast path see identical rollouts.
+Randomness: one 64-bit episode key per trajectory (the core's counter-based draws) and the action
+uniforms, drawn up front per chunk from one ``torch.Generator``, so the reference loop and the fast
+path see identical rollouts.
 
 Glossary: M batches, B trajectories per batch (the rollout budget), K prompts per batch, G group size,
 r replicates per prompt draw, H horizon, T token slots (≤ H), O observations, A actions, X states.
@@ -25,9 +26,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
+import toy_envs
 from flashsim.exact import TorchTables
 
 #: Trajectories simulated together in one chunk (bounds memory: a few [chunk, H] tensors at a time).
@@ -107,8 +110,9 @@ def chunk_bounds(design: BatchDesign) -> list[tuple[int, int]]:
     return [(start, min(start + per_chunk, design.num_batches)) for start in range(0, design.num_batches, per_chunk)]
 
 
-Uniforms = tuple[Tensor, Tensor, Tensor]
-"""Start-state ``[N]``, action ``[H, N]`` and reward-coin ``[H, N]`` uniforms of N trajectories."""
+Uniforms = tuple[Tensor, Tensor]
+"""Episode keys ``[N] int64`` (the core's counter-based draws: start, outcome, reward) and action
+uniforms ``[H, N]`` of N trajectories."""
 
 
 def iterate_chunks(
@@ -127,20 +131,19 @@ def iterate_chunks(
 def batch_uniforms(uniforms: Uniforms, index: int, budget: int) -> Uniforms:
     """The columns of batch ``index`` of a chunk's uniforms."""
     columns = slice(index * budget, (index + 1) * budget)
-    start, actions, coins = uniforms
-    return start[columns], actions[:, columns], coins[:, columns]
+    keys, actions = uniforms
+    return keys[columns], actions[:, columns]
 
 
 def draw_uniforms(count: int, horizon: int, generator: torch.Generator) -> Uniforms:
-    """Uniforms for ``count`` trajectories: start state ``[N]``, actions ``[H, N]``, reward coins ``[H, N]``."""
-    start = torch.rand(count, generator=generator, dtype=torch.float64)
+    """Randomness of ``count`` trajectories: episode keys ``[N]`` and action uniforms ``[H, N]``."""
+    keys = torch.randint(0, 2**63 - 1, (count,), generator=generator, dtype=torch.int64)
     actions = torch.rand(horizon, count, generator=generator, dtype=torch.float64)
-    coins = torch.rand(horizon, count, generator=generator, dtype=torch.float64)
-    return start, actions, coins
+    return keys, actions
 
 
 def simulate(
-    tables: TorchTables, behavior_log_table: Tensor, prompts: Tensor, uniforms: Uniforms
+    dynamics: toy_envs.TabularDynamics, behavior_log_table: Tensor, prompts: Tensor, uniforms: Uniforms
 ) -> Rollouts:
     """Simulate one trajectory per entry of ``prompts`` under μ (see the module docstring).
 
@@ -148,64 +151,38 @@ def simulate(
     proportional to the number of tokens, not to N·H.
 
     Shape:
-        behavior_log_table: ``[O, A]``; prompts: ``[c, B]``; uniforms: ``([N], [H, N], [H, N])`` with
-        N = c·B, column n for trajectory n of the flattened prompts. Returns a :class:`Rollouts` chunk.
+        behavior_log_table: ``[O, A]``; prompts: ``[c, B]``; uniforms: ``([N], [H, N])`` with N = c·B,
+        column n for trajectory n of the flattened prompts. Returns a :class:`Rollouts` chunk.
     """
-    start_u, action_u, coin_u = uniforms
-    flat_prompts = prompts.reshape(-1)
-    count, num_actions = flat_prompts.shape[0], behavior_log_table.shape[1]
-    obs_of_state = tables.observation_of_state.cpu()
-    state_cdf = _normalised_cdf(behavior_log_table.exp())[obs_of_state]
-    state_log_mu = behavior_log_table[obs_of_state].reshape(-1)
-    next_state, reward = tables.next_state.cpu().reshape(-1), tables.reward.cpu().reshape(-1)
-    observations = torch.zeros(tables.horizon, count, dtype=torch.int64)
-    actions, behavior = torch.zeros_like(observations), torch.zeros(tables.horizon, count, dtype=torch.float64)
-    rewards = torch.zeros(count, dtype=torch.float64)
-    lengths = torch.zeros(count, dtype=torch.int64)
-    active = torch.arange(count)
-    state = _sample_start(tables.initial_distribution.cpu(), flat_prompts, start_u)
-    for t in range(tables.horizon):
-        action = torch.searchsorted(state_cdf[state], action_u[t, active, None], right=True).squeeze(-1)
-        index = state * num_actions + action.clamp_(max=num_actions - 1)
-        rewards[active] += (coin_u[t, active] < reward[index]).to(torch.float64)
-        observations[t, active], actions[t, active] = obs_of_state[state], action
-        behavior[t, active] = state_log_mu[index]
+    keys, action_u = uniforms[0].numpy().view(np.uint64), uniforms[1].numpy()
+    tables = dynamics.tables
+    H, count = tables.horizon, keys.shape[0]
+    log_mu = behavior_log_table.detach().to(torch.float64).numpy()
+    cdf = np.cumsum(np.exp(log_mu), axis=1)
+    cdf /= cdf[:, -1:]
+    observations, actions = np.zeros((H, count), np.int64), np.zeros((H, count), np.int64)
+    behavior, rewards, lengths = np.zeros((H, count)), np.zeros(count), np.zeros(count, np.int64)
+    active = np.arange(count)
+    _, state = dynamics.reset(keys, prompts.reshape(-1).numpy())
+    for t in range(H):
+        obs = tables.observation_of_state[state]
+        action = np.minimum((cdf[obs] < action_u[t, active, None]).sum(axis=1), log_mu.shape[1] - 1)
+        observations[t, active], actions[t, active], behavior[t, active] = obs, action, log_mu[obs, action]
+        step = dynamics.step(state, action, np.full(active.shape, t), keys[active])
+        rewards[active] += step.reward
         lengths[active] += 1
-        successor = next_state[index]
-        running = successor >= 0
-        active, state = active[running], successor[running]
-        if active.numel() == 0:
+        running = ~(step.terminated | step.truncated)
+        active, state = active[running], step.state[running]
+        if active.size == 0:
             break
     width = int(lengths.max())
-    mask = torch.arange(width)[:, None] < lengths[None, :]
     shape = (*prompts.shape, width)
 
-    def batched(column: Tensor) -> Tensor:
-        return column[:width].T.reshape(shape)
+    def batched(column: np.ndarray) -> Tensor:
+        return torch.from_numpy(np.ascontiguousarray(column[:width].T)).reshape(shape)
 
+    mask = np.arange(width)[:, None] < lengths[None, :]
     return Rollouts(
         batched(observations), batched(actions), batched(behavior), batched(mask),
-        rewards.view(prompts.shape), lengths.view(prompts.shape), prompts,
+        torch.from_numpy(rewards).view(prompts.shape), torch.from_numpy(lengths).view(prompts.shape), prompts,
     )
-
-
-def _normalised_cdf(probs: Tensor) -> Tensor:
-    """Row-wise CDF whose last entry is exactly 1 (so a uniform in [0, 1) always lands in a row)."""
-    cdf = probs.cumsum(dim=-1)
-    return cdf / cdf[..., -1:]
-
-
-def _sample_start(initial_distribution: Tensor, prompts: Tensor, uniforms: Tensor) -> Tensor:
-    """Start states ``x ~ initial_distribution[p]`` by one ``searchsorted`` over all prompts' CDFs.
-
-    Row p's CDF is shifted by p, so the concatenation is non-decreasing and ``p + u`` (u in [0, 1))
-    falls inside row p; zero-probability states are never chosen (``right=True``).
-
-    Shape:
-        initial_distribution ``[P, X]``; prompts, uniforms ``[N]``; returns ``[N] int64``.
-    """
-    num_states = initial_distribution.shape[1]
-    offsets = torch.arange(initial_distribution.shape[0], dtype=torch.float64)[:, None]
-    shifted = (_normalised_cdf(initial_distribution) + offsets).reshape(-1)
-    flat = torch.searchsorted(shifted, prompts.to(torch.float64) + uniforms, right=True)
-    return (flat - prompts * num_states).clamp_(0, num_states - 1)
