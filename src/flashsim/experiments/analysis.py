@@ -23,6 +23,9 @@ from flashsim.experiments.runner import read_cell, to_json
 from flashsim.experiments.verdict import Interval, mean_interval, paired_verdict
 
 SUMMARY, TABLE, MEANS = "summary.json", "table.md", "means.csv"
+FACTOR_FLOOR = 1e-9
+"""No factor (—) when the denominator's mean is below this: an idle fraction of ±1e-15 is rounding, not a
+base for a ratio."""
 
 
 def load_cells(design: ClaimDesign, out: Path | str) -> dict[tuple[str, str], list[dict | None]]:
@@ -91,7 +94,9 @@ def _compare(design: ClaimDesign, comparison, records) -> dict[str, object]:
 def _factor(arm: list[float], baseline: list[float], direction: str) -> float:
     a, b = mean_interval(arm).mean, mean_interval(baseline).mean
     numerator, denominator = (a, b) if direction == "greater" else (b, a)
-    return numerator / denominator if denominator and math.isfinite(denominator) else math.nan
+    if not (math.isfinite(numerator) and math.isfinite(denominator)) or abs(denominator) < FACTOR_FLOOR:
+        return math.nan
+    return numerator / denominator
 
 
 def _describe(comparison: dict) -> str:

@@ -58,6 +58,7 @@ def plot_knob(summary: dict, path: Path | str) -> Path:
             error = np.vstack([means - low, high - means])
             axis.errorbar(x + shift, means, yerr=np.nan_to_num(error), marker="o", ms=3, capsize=2,
                           label=arm["label"])
+        _log_scale_if_wide(axis, summary, metric)
         axis.set_title(metric, fontsize=9)
         axis.set_xticks(x, labels, rotation=45 if len(labels) > 3 else 0, ha="right" if len(labels) > 3 else "center",
                         fontsize=7)
@@ -72,6 +73,14 @@ def plot_knob(summary: dict, path: Path | str) -> Path:
         return _save(figure, Path(path))
     finally:
         plt.close(figure)
+
+
+def _log_scale_if_wide(axis, summary: dict, metric: str) -> None:
+    """Logarithmic y axis when a positive metric spans more than a factor of 50 (C7's seconds per update)."""
+    means = [v[metric]["mean"] for by_arm in summary["table"].values() for v in by_arm.values()]
+    means = [m for m in means if m is not None and math.isfinite(m)]
+    if means and min(means) > 0 and max(means) / min(means) > 50:
+        axis.set_yscale("log")
 
 
 def plot_curves(design: ClaimDesign, out: Path | str, path: Path | str, knob: str | None = None) -> Path:
