@@ -6,7 +6,8 @@ writes one Markdown page: an overview table, then per claim the paper's claim, t
 headline numbers beside the paper's, the verdict with where it flips along the knob, the figures, the
 full tables, and a discussion. The discussion is the page's only hand-written part: it is read from
 ``<assets>/discussion/<claim>.md`` when that file exists (written by a person after reading the
-results of the run it discusses), and is otherwise a generated sentence.
+results of the run it discusses), and is otherwise a generated sentence; ``discussion/intro.md``, if present,
+follows the overview.
 """
 
 from __future__ import annotations
@@ -143,7 +144,12 @@ def write_report(
         "The paper's numbers come from LLM training (Qwen2.5-Math-1.5B, Qwen2.5-7B-Instruct, ...); ours from small "
         "tabular or linear policies on toy envs. The comparison is of *directions*, never of magnitudes.", "",
         *overview, "",
+        "In the tables, *factor* is the favoured arm's mean over the baseline's (the baseline's over the arm's for a "
+        "`<` comparison: a speed-up for C7); — where a mean is 0.", "",
     ]
+    intro = assets / "discussion" / "intro.md"
+    if intro.exists():
+        header += [intro.read_text().strip(), ""]
     text = "\n".join(header) + "\n" + "\n".join(sections)
     report.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(report, text)
