@@ -58,3 +58,19 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_files(tmp_path):
     files = {name: data for name, data in snapshot(out).items() if not name.endswith(".png")}
     expected = {name: data for name, data in snapshot(tmp_path / "reference").items() if not name.endswith(".png")}
     assert files == expected
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["C4", "--smoke", "--seeds", "1"], "seeds must be an int >= 2"), (["C9", "--smoke"], "invalid choice")],
+    ids=["one-seed", "unknown-claim"],
+)
+def test_bad_arguments_exit_with_status_2_and_say_why(argv, message, tmp_path, capsys):
+    from flashsim.cli import main
+
+    try:
+        status = main(["reproduce", *argv, "--out", str(tmp_path)])
+    except SystemExit as exit_:  # argparse rejects unknown choices itself
+        status = exit_.code
+    assert status == 2
+    assert message in capsys.readouterr().err

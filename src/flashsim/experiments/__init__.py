@@ -9,16 +9,14 @@ into means with 95 % intervals and paired verdicts (:mod:`~flashsim.experiments.
 before the run); :mod:`~flashsim.experiments.plots` draws them; :mod:`~flashsim.experiments.report`
 writes ``docs/results.md``. ``flashsim reproduce`` is the command.
 
-Example (the smoke budget of C4, in this process):
+Example (the smoke design of C4; ``run_sweep([design], out)`` would run its 4 cells):
 
-    >>> import tempfile
-    >>> from flashsim.experiments import build_design, run_sweep, summarize
+    >>> from flashsim.experiments import build_design
     >>> design = build_design("C4", "smoke")
-    >>> with tempfile.TemporaryDirectory() as out:
-    ...     ran = run_sweep([design], out, jobs=1, progress=False)
-    ...     summary = summarize(design, out)
-    >>> ran, summary["primary"]["verdict"] in ("supported", "not supported", "inconclusive")
-    (4, True)
+    >>> [(cell.arm, cell.knob, cell.seed) for cell in design.cells()][:2]
+    [('signed', 'gridworld', 0), ('positive_only', 'gridworld', 0)]
+    >>> design.comparisons[0].metric, design.comparisons[0].direction
+    ('success_train', 'greater')
 """
 
 from __future__ import annotations
