@@ -88,3 +88,14 @@ def test_build_design_takes_a_seed_count_and_rejects_bad_ones():
         build_design("C9")
     with pytest.raises(ValueError, match="profile"):
         build_design("C1", "huge")
+
+
+def test_the_probe_design_keeps_the_headline_and_the_comparisons_that_apply_there():
+    from flashsim.experiments.probes import PROBED, probe_design
+
+    for claim in PROBED:
+        design = build_design(claim, "quick")
+        probes = probe_design(design)
+        assert probes.claim == f"{claim}-probes"
+        assert [value.name for value in probes.knob] == [design.headline]
+        assert all(c.knobs is None or design.headline in c.knobs for c in probes.comparisons)

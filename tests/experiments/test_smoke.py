@@ -28,3 +28,18 @@ def test_a_cell_run_twice_gives_identical_results():
 
     cell = build_design("C7", "smoke").cells()[0]
     assert run_cell(cell.spec, cell.seed) == run_cell(cell.spec, cell.seed)
+
+
+@pytest.mark.slow
+def test_gradient_probes_run_at_the_headline_and_make_a_table(tmp_path):
+    from flashsim.experiments.probes import probe_design, probe_table
+    from flashsim.experiments.run_cell import PROBE_METRICS, probe_cell, probe_points
+
+    design = build_design("C3", "smoke")
+    probes = probe_design(design)
+    run_sweep([probes], tmp_path, jobs=1, progress=False, run=probe_cell)
+    record = json.loads(next((tmp_path / probes.claim / "cells").glob("*.json")).read_text())
+    assert [p["update"] for p in record["result"]["probes"]] == probe_points(design.base.updates)
+    assert set(record["result"]["probes"][0]) == {"update", *PROBE_METRICS}
+    table = probe_table(design, tmp_path)
+    assert table.count("\n") == 2 + len(design.arms) * len(probe_points(design.base.updates))

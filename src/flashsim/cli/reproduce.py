@@ -2,9 +2,9 @@
 
 Runs every cell (claim × arm × knob value × seed) of the chosen claims in parallel processes into
 ``--out`` (resumable: run the same command again after an interruption and only the missing cells
-run), then writes per claim ``summary.json``, ``table.md``, ``means.csv`` and two figures, prints
-the verdicts, and with ``--report`` writes the results page (``docs/results.md``). Designs and the
-verdict rule: :mod:`flashsim.experiments`.
+run; for C1–C3 also gradient probes at the headline setting), then writes per claim ``summary.json``,
+``table.md``, ``means.csv`` and two figures, prints the verdicts, and with ``--report`` writes the
+results page (``docs/results.md``). Designs and the verdict rule: :mod:`flashsim.experiments`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 import torch
 
 from flashsim.experiments import CLAIMS, build_design, run_sweep, write_outputs, write_report
+from flashsim.experiments.probes import PROBED, probe_design
+from flashsim.experiments.run_cell import probe_cell
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{', '.join(names)}: {cells} cells ({args.profile}, {len(designs[0].seeds)} seeds) into {args.out}")
     started = time.perf_counter()
     ran = run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress)
+    probed = [probe_design(design) for design in designs if design.claim in PROBED]
+    if probed:  # C1-C3: the gradient beside the training outcome, at the headline setting
+        ran += run_sweep(probed, args.out, jobs=args.jobs, progress=not args.no_progress, run=probe_cell)
+        cells += sum(len(design.cells()) for design in probed)
     elapsed = time.perf_counter() - started
     cpu = sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
               for field in ("ru_utime", "ru_stime"))

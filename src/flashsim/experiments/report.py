@@ -18,7 +18,8 @@ from pathlib import Path
 
 from flashsim.experiments.analysis import MEANS, SUMMARY, TABLE, fmt, fmt_interval, markdown_tables
 from flashsim.experiments.design import ClaimDesign
-from flashsim.experiments.run_cell import atomic_write_text
+from flashsim.experiments.probes import probe_design, probe_table
+from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
 
 DELTA = 3e-3
 """The sequence gate's δ (FlashREINFORCE's default), the unit of the drift regimes."""
@@ -76,8 +77,14 @@ def _design_block(design: ClaimDesign) -> str:
             f"- Seeds: {len(design.seeds)} (paired: every arm and setting runs every seed)\n")
 
 
-def claim_section(design: ClaimDesign, summary: dict, assets: str, discussion: str | None) -> str:
-    """The Markdown section of one claim (figure paths relative to the report)."""
+def claim_section(
+    design: ClaimDesign, summary: dict, assets: str, discussion: str | None, probes: str = "",
+) -> str:
+    """The Markdown section of one claim (figure paths relative to the report; ``probes``: a gradient table)."""
+    if probes:
+        probes = ("Gradients along training at the headline setting (`flashsim.variance.measure_gradient` of each "
+                  f"arm's own estimator at θ_k against the exact ∇J, {PROBE_BATCHES} batches per point; mean "
+                  "[95 % CI] over seeds):\n\n" + probes)
     knob_figure, curves_figure = figure_names(design.claim)
     primary = summary["primary"]
     generated = (f"At the headline setting the primary comparison is **{primary['verdict']}** "
@@ -92,6 +99,7 @@ def claim_section(design: ClaimDesign, summary: dict, assets: str, discussion: s
         "Verdicts of every comparison along the knob (paired 95 % CI of arm − baseline):", "",
         *[_verdict_line(c, summary) for c in summary["comparisons"]], "",
         _drift_table(summary),
+        probes,
         f"![{design.claim} metrics along the knob]({assets}/{design.claim}/{knob_figure})", "",
         f"![{design.claim} learning curves at the headline setting]({assets}/{design.claim}/{curves_figure})", "",
         "<details><summary>Full tables (means with 95 % t intervals)</summary>", "",
@@ -123,7 +131,8 @@ def write_report(
                 shutil.copyfile(source / name, target / name)
         discussion_path = assets / "discussion" / f"{design.claim}.md"
         discussion = discussion_path.read_text() if discussion_path.exists() else None
-        sections.append(claim_section(design, summary, assets.name, discussion))
+        probes = probe_table(design, out) if (Path(out) / probe_design(design).claim).exists() else ""
+        sections.append(claim_section(design, summary, assets.name, discussion, probes))
         overview.append(f"| {design.claim} | {design.title} | {design.paper} | {_headline_numbers(summary)} "
                         f"| **{summary['primary']['verdict']}** |")
     profiles = sorted({design.profile for design in designs})

@@ -20,10 +20,14 @@ import numpy as np
 
 from flashsim import exact
 from flashsim.experiments.design import RunSpec
-from flashsim.sim import ENVS, AlgorithmConfig, Simulation, TrainConfig, parse_lag
+from flashsim.sim import ENVS, AlgorithmConfig, FixedLag, Simulation, TrainConfig, parse_lag
 from flashsim.sim.output import atomic_write, atomic_write_text, jsonable
+from flashsim.variance import measure_gradient
 
-__all__ = ["CELL_METRICS", "atomic_write", "atomic_write_text", "jsonable", "run_cell", "train_config"]
+__all__ = [
+    "CELL_METRICS", "PROBE_METRICS", "atomic_write", "atomic_write_text", "jsonable", "probe_cell", "probe_points",
+    "run_cell", "train_config",
+]
 
 CELL_METRICS = {
     "success_train": "exact success of the final policy on the train prompts",
@@ -115,3 +119,48 @@ def run_cell(spec: RunSpec, seed: int) -> dict[str, object]:
     }
     assert set(metrics) == set(CELL_METRICS)
     return jsonable({"metrics": metrics, "curve": curve})
+
+
+PROBE_METRICS = {
+    "cosine": "mean cos(ĝ, ∇J) of single-batch update directions",
+    "cosine_of_mean": "cos(E ĝ, ∇J): is the expected update aimed at the exact gradient?",
+    "bias_norm_debiased": "‖E ĝ − ∇J‖ with the Monte Carlo noise of the mean removed",
+    "variance": "tr Cov(ĝ)",
+    "snr": "‖E ĝ‖² / tr Cov(ĝ)",
+    "acceptance_rate": "fraction of trajectories the gate admitted in the measured batches",
+}
+"""What :func:`probe_cell` measures with ``flashsim.variance.measure_gradient`` (see ``docs/variance.md``)."""
+
+PROBE_BATCHES = 32
+"""Batches per gradient measurement (M); no bootstrap, the seeds give the intervals."""
+
+
+def probe_points(updates: int) -> list[int]:
+    """Updates at which :func:`probe_cell` measures the gradient: the start, a quarter, half, the last."""
+    return sorted({0, updates // 4, updates // 2, updates - 1})
+
+
+def probe_cell(spec: RunSpec, seed: int) -> dict[str, object]:
+    """Train ``spec`` like :func:`run_cell` and measure the update direction at :func:`probe_points`.
+
+    At update k (policy θ_k, before the update) the run's own estimator (``spec.loss``, B, G, loss
+    options) is measured against the exact ∇J(θ_k) on fresh batches sampled by the behaviour policy
+    θ_{k−L} (fixed lag L; on-policy for other lag models). Returns ``{"metrics": {...}, "probes": [...]}``:
+    the training outcome of :func:`run_cell`'s metrics that matter here, and one dict per probe point.
+    """
+    simulation = Simulation(train_config(spec, seed))
+    lag = parse_lag(spec.lag)
+    keep = lag.lag if isinstance(lag, FixedLag) else 0
+    history, probes = [], []
+    points = set(probe_points(spec.updates))
+    for k in range(spec.updates):
+        history = [*history, simulation.policy.snapshot()][-(keep + 1):]
+        if k in points:
+            report = measure_gradient(
+                simulation.tables, simulation.policy, estimator=spec.loss, budget=spec.batch_size,
+                num_batches=PROBE_BATCHES, seed=seed * 100_003 + k, group_size=spec.group_size,
+                behavior_policy=history[0], bootstrap=0, **dict(spec.loss_options),
+            )
+            probes.append({"update": k, **{name: float(getattr(report, name)) for name in PROBE_METRICS}})
+        simulation.step(evaluate=False)
+    return jsonable({"metrics": {"success_train": simulation.evaluate()["env/success_train"]}, "probes": probes})
