@@ -1,0 +1,163 @@
+"""From cell files to a claim's summary: per-arm means with 95 % intervals, paired verdicts, flips.
+
+:func:`summarize` reads the finished cells of a design (missing ones count as missing seeds), and
+returns plain data: for every knob value and arm the mean and t interval of each metric; for every
+comparison and knob value the paired difference, its interval, the verdict of
+:func:`~flashsim.experiments.verdict.paired_verdict` and the favoured arm's *factor* (mean of the
+favoured arm over the baseline's for ``greater``, baseline over arm for ``less``: a speed-up for C7);
+the primary comparison's verdict at the headline setting; and the knob values where a comparison's
+verdict changes (the *flips*). :func:`write_summary` writes it as ``summary.json``, ``table.md`` and
+``means.csv`` next to the cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+from flashsim.experiments.design import ClaimDesign
+from flashsim.experiments.run_cell import CELL_METRICS, atomic_write_text
+from flashsim.experiments.runner import read_cell, to_json
+from flashsim.experiments.verdict import Interval, mean_interval, paired_verdict
+
+SUMMARY, TABLE, MEANS = "summary.json", "table.md", "means.csv"
+FACTOR_FLOOR = 1e-9
+"""No factor (—) when the denominator's mean is below this: an idle fraction of ±1e-15 is rounding, not a
+base for a ratio."""
+
+
+def load_cells(design: ClaimDesign, out: Path | str) -> dict[tuple[str, str], list[dict | None]]:
+    """(arm, knob) → the cell records in ``design.seeds`` order (None where a cell has not run)."""
+    records: dict[tuple[str, str], list[dict | None]] = {}
+    for cell in design.cells():
+        records.setdefault((cell.arm, cell.knob), [None] * len(design.seeds))
+        records[(cell.arm, cell.knob)][design.seeds.index(cell.seed)] = read_cell(out, cell)
+    return records
+
+
+def metric_values(records: list[dict | None], metric: str) -> list[float]:
+    """One value per seed (NaN for a missing cell or value)."""
+    values = []
+    for record in records:
+        value = None if record is None else record["result"]["metrics"].get(metric)
+        values.append(math.nan if value is None else float(value))
+    return values
+
+
+def summarize(design: ClaimDesign, out: Path | str) -> dict[str, object]:
+    """The claim's summary as plain data (see the module docstring)."""
+    records = load_cells(design, out)
+    unknown = [m for m in design.metric_names if m not in CELL_METRICS]
+    if unknown:
+        raise ValueError(f"design {design.claim} names unknown metrics {unknown}; valid: {sorted(CELL_METRICS)}")
+    table = {
+        knob.name: {
+            arm.name: {m: mean_interval(metric_values(records[(arm.name, knob.name)], m)).to_dict()
+                       for m in design.metric_names}
+            for arm in design.arms
+        }
+        for knob in design.knob
+    }
+    comparisons = [_compare(design, comparison, records) for comparison in design.comparisons]
+    done = sum(record is not None for seeds in records.values() for record in seeds)
+    return {
+        "claim": design.claim, "title": design.title, "paper": design.paper, "question": design.question,
+        "profile": design.profile, "seeds": len(design.seeds), "cells_done": done, "cells_total": len(design.cells()),
+        "knob_name": design.knob_name, "headline": design.headline,
+        "arms": [{"name": arm.name, "label": arm.label} for arm in design.arms],
+        "knob": [{"name": k.name, "label": k.label, "value": k.value} for k in design.knob],
+        "metrics": {m: CELL_METRICS[m] for m in design.metric_names},
+        "table": table,
+        "comparisons": comparisons,
+        "primary": {**comparisons[0]["by_knob"][design.headline], "comparison": _describe(comparisons[0])},
+    }
+
+
+def _compare(design: ClaimDesign, comparison, records) -> dict[str, object]:
+    knobs = [k.name for k in design.knob if comparison.knobs is None or k.name in comparison.knobs]
+    by_knob = {}
+    for knob in knobs:
+        arm = metric_values(records[(comparison.arm, knob)], comparison.metric)
+        baseline = metric_values(records[(comparison.baseline, knob)], comparison.metric)
+        verdict = paired_verdict(arm, baseline, comparison.direction)
+        by_knob[knob] = {**verdict.to_dict(), "factor": _factor(arm, baseline, comparison.direction)}
+    verdicts = [by_knob[k]["verdict"] for k in knobs]
+    flips = [f"{a} → {b}" for a, b, va, vb in zip(knobs, knobs[1:], verdicts, verdicts[1:]) if va != vb]
+    return {
+        "metric": comparison.metric, "arm": comparison.arm, "baseline": comparison.baseline,
+        "direction": comparison.direction, "paper": comparison.paper, "by_knob": by_knob, "flips": flips,
+    }
+
+
+def _factor(arm: list[float], baseline: list[float], direction: str) -> float:
+    a, b = mean_interval(arm).mean, mean_interval(baseline).mean
+    numerator, denominator = (a, b) if direction == "greater" else (b, a)
+    if not (math.isfinite(numerator) and math.isfinite(denominator)) or abs(denominator) < FACTOR_FLOOR:
+        return math.nan
+    return numerator / denominator
+
+
+def _describe(comparison: dict) -> str:
+    sign = ">" if comparison["direction"] == "greater" else "<"
+    return f"{comparison['metric']}: {comparison['arm']} {sign} {comparison['baseline']}"
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """A number for a table (— for missing)."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    if value != 0 and (abs(value) >= 10 ** 4 or abs(value) < 10 ** -digits):
+        return f"{value:.{digits - 1}e}"
+    return f"{value:.{digits}f}"
+
+
+def fmt_interval(interval: dict | Interval) -> str:
+    i = interval.to_dict() if isinstance(interval, Interval) else interval
+    if i["n"] < 2:
+        return fmt(i["mean"])
+    return f"{fmt(i['mean'])} [{fmt(i['low'])}, {fmt(i['high'])}]"
+
+
+def markdown_tables(summary: dict) -> str:
+    """The verdict table (every comparison × knob value) and the means table, as Markdown."""
+    labels = {k["name"]: k["label"] for k in summary["knob"]}
+    arms = {a["name"]: a["label"] for a in summary["arms"]}
+    lines = ["| comparison (paper's direction) | setting | mean difference [95 % CI] | factor | verdict |",
+             "|---|---|---|---|---|"]
+    for comparison in summary["comparisons"]:
+        for knob, result in comparison["by_knob"].items():
+            mark = " **(headline)**" if knob == summary["headline"] else ""
+            lines.append(f"| {_describe(comparison)} | {labels[knob]}{mark} | {fmt_interval(result['difference'])} "
+                         f"| {fmt(result['factor'], 2)} | {result['verdict']} |")
+    metrics = list(summary["metrics"])
+    lines += ["", "| setting | arm | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
+    for knob, by_arm in summary["table"].items():
+        for arm, values in by_arm.items():
+            lines.append(f"| {labels[knob]} | {arms[arm]} | " + " | ".join(fmt_interval(values[m]) for m in metrics)
+                         + " |")
+    return "\n".join(lines) + "\n"
+
+
+def means_csv(summary: dict) -> str:
+    """Tidy CSV: claim, knob, arm, metric, mean, low, high, n."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["claim", "knob", "arm", "metric", "mean", "low", "high", "n"])
+    for knob, by_arm in summary["table"].items():
+        for arm, values in by_arm.items():
+            for metric, i in values.items():
+                writer.writerow([summary["claim"], knob, arm, metric, *(repr(i[k]) for k in ("mean", "low", "high")),
+                                 i["n"]])
+    return buffer.getvalue()
+
+
+def write_summary(design: ClaimDesign, out: Path | str) -> dict[str, object]:
+    """Summarize and write ``summary.json``, ``table.md`` and ``means.csv`` in ``out/<claim>/``."""
+    summary = summarize(design, out)
+    directory = Path(out) / design.claim
+    atomic_write_text(directory / SUMMARY, to_json(summary))
+    atomic_write_text(directory / TABLE, markdown_tables(summary))
+    atomic_write_text(directory / MEANS, means_csv(summary))
+    return summary

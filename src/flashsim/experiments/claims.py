@@ -1,0 +1,318 @@
+"""The paper's seven claims as experiment designs, each at three budgets: ``smoke``, ``quick``, ``full``.
+
+Each builder returns a :class:`~flashsim.experiments.design.ClaimDesign` whose arms, knob, comparisons
+(the paper's direction) and headline setting are written here, before anything runs. The paper's
+numbers are those of the FlashREINFORCE paper as reported in the source article
+(``../shared/seeds/``); the async speed-ups of C7 are the published ones of ROLL Flash and AReaL.
+
+Budgets: ``smoke`` runs each claim in seconds (2 seeds, one or two knob values; CI), ``quick`` is the
+default of ``flashsim reproduce --quick`` (10 seeds, all of ``reproduce all --quick`` ≤ 10 min on
+2 cores), ``full`` has 20 seeds, longer runs and wider knobs (≤ 60 min on 2 cores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from types import MappingProxyType
+
+from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue, RunSpec
+
+PROFILES = ("smoke", "quick", "full")
+SEEDS = {"smoke": 2, "quick": 10, "full": 20}
+"""Default number of seeds per profile (seeds 0..n−1)."""
+
+
+def _pick(profile: str, smoke, quick, full):
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
+    return {"smoke": smoke, "quick": quick, "full": full}[profile]
+
+
+def _eval_every(updates: int) -> int:
+    return max(1, updates // 20)
+
+
+def c1_budget(profile: str) -> ClaimDesign:
+    """C1: FlashREINFORCE vs GRPO at a matched rollout budget, and GRPO at twice the budget."""
+    budgets = _pick(profile, (10,), (25, 50, 100, 200), (25, 50, 100, 200, 400))
+    knob = tuple(
+        KnobValue(
+            f"u{u}", f"{u * 128:,} rollouts", {"updates": u, "eval_every": _eval_every(u)},
+            {"grpo_2x": {"updates": 2 * u, "eval_every": _eval_every(2 * u)}}, value=u * 128,
+        )
+        for u in budgets
+    )
+    return ClaimDesign(
+        claim="C1",
+        title="FlashREINFORCE vs GRPO at a matched rollout budget, and GRPO at twice the budget",
+        paper="Qwen2.5-Math-1.5B, five-benchmark mean: FlashREINFORCE 38.0 with 256K rollouts vs GRPO 36.3 "
+              "with 512K rollouts.",
+        question="At the same number of rollouts (128 per update: 128 prompts × 1 vs 32 prompts × G = 4), which "
+                 "ends with the higher exact success on ToolGridworld, and does FlashREINFORCE still beat GRPO "
+                 "when GRPO gets twice the rollouts? The knob is the budget (updates × 128 rollouts); the "
+                 "headline is the largest budget, as the paper compares the end of long runs.",
+        base=RunSpec(env="gridworld", batch_size=128, lag="0"),
+        arms=(
+            Arm("flash", "FlashREINFORCE (128 × 1)", {"loss": "flash_reinforce"}),
+            Arm("grpo", "GRPO (32 × 4), same rollouts", {"loss": "grpo", "group_size": 4}),
+            Arm("grpo_2x", "GRPO (32 × 4), twice the rollouts", {"loss": "grpo", "group_size": 4}),
+        ),
+        knob_name="rollout budget of FlashREINFORCE",
+        knob=knob,
+        comparisons=(
+            Comparison("success_train", "flash", "grpo_2x", paper="38.0 (256K) vs 36.3 (GRPO, 512K)"),
+            Comparison("success_train", "flash", "grpo", paper="GRPO at 256K not reported"),
+        ),
+        headline=knob[-1].name,
+        seeds=tuple(range(SEEDS[profile])),
+        profile=profile,
+        metrics=("success_peak", "length", "tool_calls"),
+    )
+
+
+def c2_gates(profile: str) -> ClaimDesign:
+    """C2: sequence gate vs token-local gate vs no gate as the lag grows, at two drift regimes (learning rates)."""
+    rates = _pick(profile, (0.5,), (0.1, 0.5), (0.03, 0.1, 0.5))
+    lags = _pick(profile, (0, 8), (0, 2, 4, 8, 16), (0, 2, 4, 8, 16))
+    updates = _pick(profile, 16, 100, 150)
+    knob = tuple(
+        KnobValue(f"lr{rate}_lag{lag}", f"lr {rate}, L = {lag}", {"learning_rate": rate, "lag": str(lag)}, value=lag)
+        for rate in rates for lag in lags
+    )
+    headline = _pick(profile, "lr0.5_lag8", "lr0.1_lag8", "lr0.1_lag8")
+    return ClaimDesign(
+        claim="C2",
+        title="Sequence gate vs token-local gate vs no gate as the policy lag grows",
+        paper="Qwen2.5-Math: sequence-level admission stayed stable; a token-local version collapsed (AMC23 "
+              "from a 51.9 peak to 26.3) with entropy rising sharply.",
+        question="On ToolGridworld (trajectories of 4–20 tokens; B = 64), does the sequence gate end higher and "
+                 "fall less from its peak than the token-local gate, and than no gate, at lag L ∈ {0..16}? The "
+                 "learning rate sets how far the policy drifts in L updates (reported as the mean sequence KL "
+                 "D̄ against δ = 3e-3); the headline is L = 8 at lr 0.1, the paper's lag of ~8 in the "
+                 "smaller-drift regime.",
+        base=RunSpec(env="gridworld", batch_size=64, updates=updates, eval_every=max(1, updates // 25)),
+        arms=(
+            Arm("sequence_gate", "sequence gate (FlashREINFORCE)", {"loss": "flash_reinforce"}),
+            Arm("token_gate", "token-local gate", {"loss": "token_gate"}),
+            Arm("no_gate", "no gate (IS ratios only)", {"loss": "no_gate"}),
+        ),
+        knob_name="learning rate and lag L",
+        knob=knob,
+        comparisons=(
+            Comparison("success_train", "sequence_gate", "token_gate", paper="stable vs collapse (AMC23 51.9 → 26.3)"),
+            Comparison("collapse", "sequence_gate", "token_gate", "less", paper="token-local: 51.9 peak → 26.3"),
+            Comparison("entropy_final", "sequence_gate", "token_gate", "less", paper="token-local: entropy rose"),
+            Comparison("success_train", "sequence_gate", "no_gate", paper="(no number: the gate is the trust region)"),
+        ),
+        headline=headline,
+        seeds=tuple(range(SEEDS[profile])),
+        profile=profile,
+        metrics=("success_peak", "acceptance_rate", "token_acceptance_rate", "sequence_kl", "lag_mean"),
+    )
+
+
+def c3_aggregation(profile: str) -> ClaimDesign:
+    """C3: sample-mean vs token-mean aggregation: length, truncation, tool calls, success."""
+    settings = _pick(profile, (("chain", 0),), (("chain", 0), ("chain", 4), ("gridworld", 0), ("gridworld", 4)),
+                     (("chain", 0), ("chain", 4), ("chain", 8), ("gridworld", 0), ("gridworld", 4), ("gridworld", 8)))
+    updates = _pick(profile, 16, 100, 200)
+    knob = tuple(KnobValue(f"{env}_lag{lag}", f"{env}, L = {lag}", {"env": env, "lag": str(lag)}, value=lag)
+                 for env, lag in settings)
+    headline = _pick(profile, "chain_lag0", "chain_lag4", "chain_lag4")
+    gridworld = tuple(value.name for value in knob if value.name.startswith("gridworld")) or None
+    comparisons = [
+        Comparison("length", "sample_mean", "token_mean", "less", paper="2,518 vs 3,947 tokens"),
+        Comparison("truncation", "sample_mean", "token_mean", "less", paper="17.2 % vs 45.3 % truncated"),
+        Comparison("success_train", "sample_mean", "token_mean", paper="(accuracy not quoted in the article)"),
+    ]
+    if gridworld:
+        comparisons.append(Comparison("tool_calls", "sample_mean", "token_mean", paper="token-mean: tool use fell",
+                                      knobs=gridworld))
+    return ClaimDesign(
+        claim="C3",
+        title="Sample-mean vs token-mean aggregation",
+        paper="From the same checkpoint: sample-mean stayed near 2,518 tokens with 17.2 % truncation; token-mean "
+              "grew to 3,947 tokens with 45.3 % truncation, and tool use fell.",
+        question="Does token-mean make the final policy longer and truncate more often than sample-mean? "
+                 "ReasoningChain (think or answer; truncation at H = 16 gives 0) is the length toy; "
+                 "ToolGridworld adds tool calls. Length, truncation and tool calls are exact expectations of "
+                 "the final policy. The headline is ReasoningChain at L = 4 (asynchronous, as in the paper).",
+        base=RunSpec(batch_size=128, updates=updates, eval_every=_eval_every(updates)),
+        arms=(
+            Arm("sample_mean", "sample-mean (FlashREINFORCE)", {"loss": "flash_reinforce"}),
+            Arm("token_mean", "token-mean", {"loss": "token_mean"}),
+        ),
+        knob_name="env and lag L",
+        knob=knob,
+        comparisons=tuple(comparisons),
+        headline=headline,
+        seeds=tuple(range(SEEDS[profile])),
+        profile=profile,
+        metrics=("tool_calls", "entropy_final"),
+    )
+
+
+def c4_signed(profile: str) -> ClaimDesign:
+    """C4: signed (batch-centred) vs positive-only feedback: success and tool calls."""
+    envs = _pick(profile, ("gridworld",), ("gridworld", "chain", "bandit"), ("gridworld", "chain", "bandit"))
+    updates = _pick(profile, 16, 100, 200)
+    knob = tuple(KnobValue(env, env, {"env": env}) for env in envs)
+    return ClaimDesign(
+        claim="C4",
+        title="Signed (batch-centred) vs positive-only feedback",
+        paper="Batch-centred signed advantages: 36.2 mean accuracy and 3.30 tool calls; positive-only: 9.8 and 0 "
+              "tool calls.",
+        question="With A_i = R_i − mean R (signed) failures push the policy away; with A_i = R_i (positive-only) "
+                 "they give no signal. Which ends with the higher exact success, and which keeps calling the "
+                 "tool on ToolGridworld (the headline)? ReasoningChain and PromptBandit show whether the answer "
+                 "depends on the env.",
+        base=RunSpec(batch_size=128, updates=updates, eval_every=_eval_every(updates)),
+        arms=(
+            Arm("signed", "signed (batch-centred)", {"loss": "flash_reinforce"}),
+            Arm("positive_only", "positive-only (A = R)", {"loss": "positive_only"}),
+        ),
+        knob_name="env",
+        knob=knob,
+        comparisons=(
+            Comparison("success_train", "signed", "positive_only", paper="36.2 vs 9.8"),
+            Comparison("tool_calls", "signed", "positive_only", paper="3.30 vs 0 tool calls", knobs=("gridworld",)),
+        ),
+        headline="gridworld",
+        seeds=tuple(range(SEEDS[profile])),
+        profile=profile,
+        metrics=("length", "entropy_final"),
+    )
+
+
+def c5_fresh(profile: str) -> ClaimDesign:
+    """C5: one fresh batch per update vs m sequential minibatches of one batch, same data and updates."""
+    ms = _pick(profile, (4,), (2, 4, 8), (2, 4, 8))
+    updates = _pick(profile, 16, 96, 200)
+    knob = tuple(
+        KnobValue(f"m{m}", f"m = {m}", {}, {"minibatches": {"batch_size": 128 * m, "minibatches": m}}, value=m)
+        for m in ms
+    )
+    return ClaimDesign(
+        claim="C5",
+        title="One fresh batch per update vs m minibatches from one batch",
+        paper="At 102.4K trajectories and 800 updates: a fresh batch per update 28.45; four sequential minibatches "
+              "of each collected batch 26.80.",
+        question="Both arms take the same number of updates on 128 trajectories each and use the same data: the "
+                 "fresh arm collects 128 per update, the minibatch arm collects 128·m and takes m sequential "
+                 "steps on its slices (slice j is j updates stale, and the gate sees it). ToolGridworld, lag 0; "
+                 "the knob is m, the headline m = 4 (the paper's).",
+        base=RunSpec(env="gridworld", batch_size=128, updates=updates, eval_every=_eval_every(updates)),
+        arms=(
+            Arm("fresh", "fresh batch per update", {"loss": "flash_reinforce"}),
+            Arm("minibatches", "m minibatches per batch", {"loss": "flash_reinforce"}),
+        ),
+        knob_name="minibatches m",
+        knob=knob,
+        comparisons=(Comparison("success_train", "fresh", "minibatches", paper="28.45 vs 26.80"),),
+        headline="m4",
+        seeds=tuple(range(SEEDS[profile])),
+        profile=profile,
+        metrics=("acceptance_rate", "sequence_kl"),
+    )
+
+
+def c6_breadth(profile: str) -> ClaimDesign:
+    """C6: breadth vs depth — held-out success with N prompts × 1 vs N/G prompts × G."""
+    groups = _pick(profile, (4,), (2, 4, 8), (2, 4, 8))
+    updates = _pick(profile, 16, 60, 120)
+    knob = tuple(
+        KnobValue(f"G{g}", f"G = {g}", {}, {"depth": {"group_size": g}, "grpo": {"group_size": g}}, value=g)
+        for g in groups
+    )
+    return ClaimDesign(
+        claim="C6",
+        title="Breadth vs depth: more prompts once vs fewer prompts G times",
+        paper="FlashREINFORCE spends 128 rollouts on 128 prompts where GRPO spends them on 32 prompts × 4; the "
+              "article names prompt coverage as the strongest alternative explanation of the gains (no direct "
+              "number; ALFWorld unseen 96.5 % vs 86.3 % for another single-rollout method).",
+        question="A linear policy over prompt features (PromptBandit, 512 prompts, 128 held out) generalises "
+                 "to prompts it never trains on. At 128 rollouts per update, does seeing 128 prompts once beat "
+                 "128/G prompts G times on held-out success — with the same estimator (batch-centred, sequence "
+                 "gate) and against GRPO? The headline is G = 4.",
+        base=RunSpec(env="bandit", policy="linear", env_options={"num_prompts": 512}, batch_size=128,
+                     updates=updates, eval_every=_eval_every(updates)),
+        arms=(
+            Arm("breadth", "128 prompts × 1 (FlashREINFORCE)", {"loss": "flash_reinforce"}),
+            Arm("depth", "128/G prompts × G (same loss)", {"loss": "flash_reinforce"}),
+            Arm("grpo", "128/G prompts × G (GRPO)", {"loss": "grpo"}),
+        ),
+        knob_name="group size G",
+        knob=knob,
+        comparisons=(
+            Comparison("success_heldout", "breadth", "depth", paper="(no direct number)"),
+            Comparison("success_heldout", "breadth", "grpo", paper="(no direct number)"),
+        ),
+        headline="G4",
+        seeds=tuple(range(SEEDS[profile])),
+        profile=profile,
+        metrics=("success_train",),
+    )
+
+
+def c7_async(profile: str) -> ClaimDesign:
+    """C7: asynchronous single-rollout vs a synchronous group barrier under heavy-tailed durations."""
+    sigmas = _pick(profile, (1.0,), (0.0, 1.0, 2.0, 3.0), (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0))
+    updates = _pick(profile, 16, 100, 200)
+    knob = tuple(KnobValue(f"sigma{s}", f"tool σ = {s}", {"timing": {"tool_sigma": s}}, value=s) for s in sigmas)
+    return ClaimDesign(
+        claim="C7",
+        title="Asynchronous single-rollout vs synchronous group barrier: simulated time",
+        paper="Published asynchronous speed-ups: ROLL Flash 2.24× (RLVR) and 2.72× (agentic); AReaL 2.77×. "
+              "FlashREINFORCE is built to take the next B completed trajectories instead of waiting for groups.",
+        question="64 workers, B = 128, ToolGridworld with lognormal tool latency (median 5 s, σ swept). "
+                 "FlashREINFORCE asynchronous (the learner takes the next 128 finished trajectories) vs GRPO "
+                 "(32 × 4) behind a synchronous barrier; the two other corners separate the barrier from the "
+                 "grouping. The primary metric is simulated seconds per update; the headline is σ = 1 (the "
+                 "env's default).",
+        base=RunSpec(env="gridworld", batch_size=128, updates=updates, eval_every=_eval_every(updates)),
+        arms=(
+            Arm("flash_async", "FlashREINFORCE, async", {"loss": "flash_reinforce", "lag": "workers:64"}),
+            Arm("grpo_sync", "GRPO (G = 4), sync barrier",
+                {"loss": "grpo", "group_size": 4, "lag": "workers:64:sync"}),
+            Arm("flash_sync", "FlashREINFORCE, sync barrier", {"loss": "flash_reinforce", "lag": "workers:64:sync"}),
+            Arm("grpo_async", "GRPO (G = 4), async", {"loss": "grpo", "group_size": 4, "lag": "workers:64"}),
+        ),
+        knob_name="tool-latency tail σ",
+        knob=knob,
+        comparisons=(
+            Comparison("seconds_per_update", "flash_async", "grpo_sync", "less",
+                       paper="2.24× / 2.72× (ROLL Flash), 2.77× (AReaL)"),
+            Comparison("seconds_per_update", "flash_async", "flash_sync", "less", paper="(the barrier alone)"),
+            Comparison("worker_idle", "flash_async", "grpo_sync", "less", paper="(idle time of the barrier)"),
+            Comparison("success_train", "flash_async", "grpo_sync", paper="(same updates; lag costs?)"),
+        ),
+        headline="sigma1.0",
+        seeds=tuple(range(SEEDS[profile])),
+        profile=profile,
+        metrics=("learner_idle", "lag_mean", "sim_clock"),
+    )
+
+
+CLAIMS: Mapping[str, Callable[[str], ClaimDesign]] = MappingProxyType({
+    "C1": c1_budget, "C2": c2_gates, "C3": c3_aggregation, "C4": c4_signed,
+    "C5": c5_fresh, "C6": c6_breadth, "C7": c7_async,
+})
+"""Claim id → design builder (``builder(profile)``)."""
+
+
+def build_design(claim: str, profile: str = "quick", seeds: int | None = None) -> ClaimDesign:
+    """The design of ``claim`` at ``profile``, with seeds 0..``seeds``−1 (default: the profile's).
+
+    >>> design = build_design("C4", "smoke")
+    >>> [arm.name for arm in design.arms], design.headline, len(design.cells())
+    (['signed', 'positive_only'], 'gridworld', 4)
+    """
+    if claim not in CLAIMS:
+        raise ValueError(f"claim must be one of {', '.join(CLAIMS)}; got {claim!r}")
+    design = CLAIMS[claim](profile)
+    if seeds is not None:
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2:
+            raise ValueError(f"seeds must be an int >= 2 (a paired interval needs two), got {seeds!r}")
+        design = replace(design, seeds=tuple(range(seeds)))
+    return design

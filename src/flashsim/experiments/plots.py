@@ -1,0 +1,114 @@
+"""Figures of a claim: metrics against the knob (means with 95 % intervals) and headline learning curves.
+
+Both are PNG files written atomically (matplotlib, Agg backend): ``<claim>.png`` has one panel per
+tabulated metric with one line per arm over the knob's values; ``<claim>_curves.png`` has the mean
+exact train success (band: 95 % t interval across seeds) of each arm at the headline setting, against
+the learner update (or the simulated clock, for C7's timing question).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+
+from flashsim.experiments.analysis import load_cells
+from flashsim.experiments.design import ClaimDesign
+from flashsim.experiments.run_cell import atomic_write
+from flashsim.experiments.verdict import mean_interval
+
+MAX_PANELS = 8
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(figure, path: Path) -> Path:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
+    atomic_write(path, lambda file: file.write(buffer.getvalue()))
+    return path
+
+
+def plot_knob(summary: dict, path: Path | str) -> Path:
+    """One panel per metric: each arm's mean and 95 % interval at every knob value."""
+    plt = _pyplot()
+    metrics = list(summary["metrics"])[:MAX_PANELS]
+    columns = min(4, len(metrics))
+    rows = math.ceil(len(metrics) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.3 * rows), squeeze=False)
+    labels = [k["label"] for k in summary["knob"]]
+    x = np.arange(len(labels))
+    for index, metric in enumerate(metrics):
+        axis = axes.flat[index]
+        for offset, arm in enumerate(summary["arms"]):
+            values = [summary["table"][k["name"]][arm["name"]][metric] for k in summary["knob"]]
+            means = np.array([v["mean"] if v["mean"] is not None else np.nan for v in values], dtype=float)
+            low = np.array([v["low"] if v["low"] is not None else np.nan for v in values], dtype=float)
+            high = np.array([v["high"] if v["high"] is not None else np.nan for v in values], dtype=float)
+            shift = (offset - (len(summary["arms"]) - 1) / 2) * 0.06
+            error = np.vstack([means - low, high - means])
+            axis.errorbar(x + shift, means, yerr=np.nan_to_num(error), marker="o", ms=3, capsize=2,
+                          label=arm["label"])
+        _log_scale_if_wide(axis, summary, metric)
+        axis.set_title(metric, fontsize=9)
+        axis.set_xticks(x, labels, rotation=45 if len(labels) > 3 else 0, ha="right" if len(labels) > 3 else "center",
+                        fontsize=7)
+        axis.grid(alpha=0.3)
+    for axis in list(axes.flat)[len(metrics):]:
+        axis.set_visible(False)
+    axes.flat[0].legend(fontsize=7)
+    figure.suptitle(f"{summary['claim']} · {summary['title']} · {summary['seeds']} seeds ({summary['profile']})",
+                    fontsize=10)
+    figure.tight_layout()
+    try:
+        return _save(figure, Path(path))
+    finally:
+        plt.close(figure)
+
+
+def _log_scale_if_wide(axis, summary: dict, metric: str) -> None:
+    """Logarithmic y axis when a positive metric spans more than a factor of 50 (C7's seconds per update)."""
+    means = [v[metric]["mean"] for by_arm in summary["table"].values() for v in by_arm.values()]
+    means = [m for m in means if m is not None and math.isfinite(m)]
+    if means and min(means) > 0 and max(means) / min(means) > 50:
+        axis.set_yscale("log")
+
+
+def plot_curves(design: ClaimDesign, out: Path | str, path: Path | str, knob: str | None = None) -> Path:
+    """Mean exact train success per arm at ``knob`` (default: the headline), with a 95 % band."""
+    plt = _pyplot()
+    knob = knob or design.headline
+    records = load_cells(design, out)
+    x_key = "sim_clock" if design.claim == "C7" else "update"
+    figure, axis = plt.subplots(figsize=(6.4, 4.0))
+    for arm in design.arms:
+        curves = [r["result"]["curve"] for r in records[(arm.name, knob)] if r is not None]
+        if not curves:
+            continue
+        length = min(len(c["success_train"]) for c in curves)
+        xs = np.mean([c[x_key][:length] for c in curves], axis=0)
+        intervals = [mean_interval([c["success_train"][i] for c in curves]) for i in range(length)]
+        mean = np.array([i.mean for i in intervals])
+        axis.plot(xs, mean, label=arm.label)
+        if len(curves) > 1:
+            axis.fill_between(xs, [i.low for i in intervals], [i.high for i in intervals], alpha=0.2)
+    axis.set_xlabel("simulated seconds" if x_key == "sim_clock" else "learner update")
+    axis.set_ylabel("exact train success")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    axis.set_title(f"{design.claim} · {design.knob_value(knob).label} · {len(design.seeds)} seeds", fontsize=10)
+    figure.tight_layout()
+    try:
+        return _save(figure, Path(path))
+    finally:
+        plt.close(figure)
+

@@ -1,0 +1,165 @@
+"""``docs/results.md`` generated from a sweep's outputs: per claim the paper's numbers, ours, the verdict.
+
+:func:`write_report` reads each claim's ``summary.json`` (from :func:`~flashsim.experiments.analysis.write_summary`),
+copies its figures and tables into an assets folder beside the report (``results/<claim>/``), and
+writes one Markdown page: an overview table, then per claim the paper's claim, the design, the
+headline numbers beside the paper's, the verdict with where it flips along the knob, the figures, the
+full tables, and a discussion. The discussion is the page's only hand-written part: it is read from
+``<assets>/discussion/<claim>.md`` when that file exists (written by a person after reading the
+results of the run it discusses), and is otherwise a generated sentence; ``discussion/intro.md``, if present,
+follows the overview.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from flashsim.experiments.analysis import MEANS, SUMMARY, TABLE, fmt, fmt_interval, markdown_tables
+from flashsim.experiments.design import ClaimDesign
+from flashsim.experiments.probes import probe_design, probe_table
+from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
+
+DELTA = 3e-3
+"""The sequence gate's δ (FlashREINFORCE's default), the unit of the drift regimes."""
+
+
+def figure_names(claim: str) -> tuple[str, str]:
+    return f"{claim}.png", f"{claim}_curves.png"
+
+
+def _headline_numbers(summary: dict) -> str:
+    primary = summary["comparisons"][0]
+    headline = summary["headline"]
+    row = summary["table"][headline]
+    arms = {a["name"]: a["label"] for a in summary["arms"]}
+    arm, baseline, metric = primary["arm"], primary["baseline"], primary["metric"]
+    return (f"{arms[arm]} {fmt_interval(row[arm][metric])} vs {arms[baseline]} "
+            f"{fmt_interval(row[baseline][metric])} ({metric})")
+
+
+def _verdict_line(comparison: dict, summary: dict) -> str:
+    labels = {k["name"]: k["label"] for k in summary["knob"]}
+    groups: dict[str, list[str]] = {}
+    for knob, result in comparison["by_knob"].items():
+        groups.setdefault(result["verdict"], []).append(labels[knob])
+    parts = [f"{verdict} at {', '.join(knobs)}" for verdict, knobs in groups.items()]
+    flips = f" Flips: {'; '.join(comparison['flips'])}." if comparison["flips"] else " No flip along the knob."
+    sign = ">" if comparison["direction"] == "greater" else "<"
+    return (f"- `{comparison['metric']}`: {comparison['arm']} {sign} {comparison['baseline']} "
+            f"(paper: {comparison['paper'] or '—'}) — {'; '.join(parts)}.{flips}")
+
+
+def _drift_table(summary: dict) -> str:
+    """Mean sequence KL per knob value and arm, in units of δ (only for claims that tabulate it)."""
+    if "sequence_kl" not in summary["metrics"]:
+        return ""
+    arms = summary["arms"]
+    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3):", "",
+             "| setting | " + " | ".join(a["label"] for a in arms) + " |", "|---|" + "---|" * len(arms)]
+    for knob in summary["knob"]:
+        cells = []
+        for arm in arms:
+            mean = summary["table"][knob["name"]][arm["name"]]["sequence_kl"]["mean"]
+            cells.append("—" if mean is None else f"{fmt(mean, 4)} ({mean / DELTA:.1f} δ)")
+        lines.append(f"| {knob['label']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _design_block(design: ClaimDesign) -> str:
+    base = design.base.to_dict()
+    arms = "; ".join(f"**{arm.label}** `{dict(arm.overrides)}`" for arm in design.arms)
+    knob = ", ".join(value.label for value in design.knob)
+    return (f"- Base run: `{ {k: v for k, v in base.items() if v not in ({}, None)} }`\n"
+            f"- Arms: {arms}\n"
+            f"- Knob ({design.knob_name}): {knob}; headline: {design.knob_value(design.headline).label}\n"
+            f"- Seeds: {len(design.seeds)} (paired: every arm and setting runs every seed)\n")
+
+
+def claim_section(
+    design: ClaimDesign, summary: dict, assets: str, discussion: str | None, probes: str = "",
+) -> str:
+    """The Markdown section of one claim (figure paths relative to the report; ``probes``: a gradient table)."""
+    if probes:
+        probes = ("Gradients along training at the headline setting (`flashsim.variance.measure_gradient` of each "
+                  f"arm's own estimator at θ_k against the exact ∇J, {PROBE_BATCHES} batches per point; mean "
+                  "[95 % CI] over seeds):\n\n" + probes)
+    knob_figure, curves_figure = figure_names(design.claim)
+    primary = summary["primary"]
+    generated = (f"At the headline setting the primary comparison is **{primary['verdict']}** "
+                 f"(mean difference {fmt_interval(primary['difference'])}).")
+    parts = [
+        f"## {design.claim} · {design.title}", "",
+        f"**Paper.** {design.paper}", "",
+        f"**Question and design.** {design.question}", "",
+        _design_block(design),
+        f"**Ours (headline, {design.knob_value(design.headline).label}).** {_headline_numbers(summary)}. "
+        f"**Verdict: {primary['verdict']}.**", "",
+        "Verdicts of every comparison along the knob (paired 95 % CI of arm − baseline):", "",
+        *[_verdict_line(c, summary) for c in summary["comparisons"]], "",
+        _drift_table(summary),
+        probes,
+        f"![{design.claim} metrics along the knob]({assets}/{design.claim}/{knob_figure})", "",
+        f"![{design.claim} learning curves at the headline setting]({assets}/{design.claim}/{curves_figure})", "",
+        "<details><summary>Full tables (means with 95 % t intervals)</summary>", "",
+        markdown_tables(summary),
+        "</details>", "",
+        "**Discussion.** " + (discussion.strip() if discussion else generated), "",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(
+    designs: list[ClaimDesign], out: Path | str, report: Path | str, *, command: str = "",
+) -> Path:
+    """Write the report for ``designs`` (summaries and figures already in ``out``) to ``report``.
+
+    Figures and tables are copied to ``<report dir>/results/<claim>/``; hand-written discussions are
+    read from ``<report dir>/results/discussion/<claim>.md``.
+    """
+    report = Path(report)
+    assets = report.parent / "results"
+    sections, overview = [], ["| claim | what | paper | ours (headline) | verdict |", "|---|---|---|---|---|"]
+    for design in designs:
+        source = Path(out) / design.claim
+        summary = json.loads((source / SUMMARY).read_text())
+        target = assets / design.claim
+        target.mkdir(parents=True, exist_ok=True)
+        for name in (*figure_names(design.claim), SUMMARY, TABLE, MEANS):
+            if (source / name).exists():
+                shutil.copyfile(source / name, target / name)
+        discussion_path = assets / "discussion" / f"{design.claim}.md"
+        discussion = discussion_path.read_text() if discussion_path.exists() else None
+        probes = probe_table(design, out) if (Path(out) / probe_design(design).claim).exists() else ""
+        sections.append(claim_section(design, summary, assets.name, discussion, probes))
+        overview.append(f"| {design.claim} | {design.title} | {design.paper} | {_headline_numbers(summary)} "
+                        f"| **{summary['primary']['verdict']}** |")
+    profiles = sorted({design.profile for design in designs})
+    seeds = sorted({len(design.seeds) for design in designs})
+    header = [
+        "# Does the paper hold? The claims of FlashREINFORCE in simulation", "",
+        "<!-- Generated by flashsim.experiments.report.write_report; edit the designs or "
+        "docs/results/discussion/*.md, not this file. -->", "",
+        f"Produced by `{command}` (profile{'s' if len(profiles) > 1 else ''} {', '.join(profiles)}; "
+        f"{'/'.join(map(str, seeds))} seeds per cell)." if command else
+        f"Profile {', '.join(profiles)}; {'/'.join(map(str, seeds))} seeds.", "",
+        "Each claim is a pre-registered design (`flashsim.experiments.claims`): arms, a knob, the paper's direction, "
+        "a headline setting. The verdict rule was written before the run (`flashsim.experiments.verdict`): the "
+        "paired 95 % t interval of arm − baseline across seeds excludes 0 in the paper's direction → **supported**; "
+        "in the opposite direction → **not supported**; otherwise **inconclusive**. Success, length, truncation and "
+        "tool calls are exact expectations of the final policy (no evaluation noise); the intervals are over seeds.",
+        "",
+        "The paper's numbers come from LLM training (Qwen2.5-Math-1.5B, Qwen2.5-7B-Instruct, ...); ours from small "
+        "tabular or linear policies on toy envs. The comparison is of *directions*, never of magnitudes.", "",
+        *overview, "",
+        "In the tables, *factor* is the favoured arm's mean over the baseline's (the baseline's over the arm's for a "
+        "`<` comparison: a speed-up for C7); — where a mean is 0.", "",
+    ]
+    intro = assets / "discussion" / "intro.md"
+    if intro.exists():
+        header += [intro.read_text().strip(), ""]
+    text = "\n".join(header) + "\n" + "\n".join(sections)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(report, text)
+    return report

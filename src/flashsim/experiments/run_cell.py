@@ -1,0 +1,166 @@
+"""The adapter between the experiments and the simulator: one :class:`RunSpec` + seed → one cell's result.
+
+This is the **only** module of :mod:`flashsim.experiments` that touches :mod:`flashsim.sim` (and
+:mod:`flashsim.exact` for the final policy's exact statistics). It uses the simulator's public API
+only — ``TrainConfig``, ``AlgorithmConfig``, ``parse_lag``, ``ENVS``, ``Simulation(config).step()``
+and ``.evaluate()`` — and re-exports the simulator's atomic file writers and ``jsonable`` (one
+implementation of each), so a change in the simulator's internals is absorbed here.
+
+A cell's result is plain JSON: ``metrics`` (the scalars of :data:`CELL_METRICS`) and ``curve`` (the
+learning curve at the exact-evaluation points). It holds nothing that depends on the machine (no wall
+time), so a cell run twice gives byte-identical files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from flashsim import exact
+from flashsim.experiments.design import RunSpec
+from flashsim.sim import ENVS, AlgorithmConfig, FixedLag, Simulation, TrainConfig, parse_lag
+from flashsim.sim.output import atomic_write, atomic_write_text, jsonable
+from flashsim.variance import measure_gradient
+
+__all__ = [
+    "CELL_METRICS", "PROBE_METRICS", "atomic_write", "atomic_write_text", "jsonable", "probe_cell", "probe_points",
+    "run_cell", "train_config",
+]
+
+CELL_METRICS = {
+    "success_train": "exact success of the final policy on the train prompts",
+    "success_heldout": "exact success of the final policy on the held-out prompts (NaN without held-out prompts)",
+    "success_peak": "highest exact train success at any evaluation point",
+    "collapse": "success_peak − success_train (how far the run fell from its best)",
+    "length": "exact expected trajectory length of the final policy (train prompts)",
+    "truncation": "exact probability that the final policy is truncated at the horizon",
+    "tool_calls": "exact expected tool calls per trajectory of the final policy",
+    "entropy_final": "policy entropy per token, mean over the last 10 % of updates",
+    "acceptance_rate": "fraction of trajectories the gate admitted, mean over updates after warm-up",
+    "token_acceptance_rate": "fraction of policy tokens that contributed, mean over updates after warm-up",
+    "sequence_kl": "drift: mean sequence KL D̄ between behaviour and learner, mean over updates after warm-up",
+    "clip_fraction": "fraction of PPO-clipped tokens, mean over updates after warm-up",
+    "lag_mean": "observed lag k − version, mean over updates after warm-up",
+    "sim_clock": "simulated seconds at the end of the run",
+    "seconds_per_update": "simulated seconds per learner update (sim_clock / updates)",
+    "learner_idle": "fraction of simulated time the learner waited for data (whole run)",
+    "worker_idle": "fraction of worker time idle (parked or at a barrier; whole run)",
+    "rollouts": "trajectories completed by workers",
+}
+"""Every per-cell metric, with what it means. "After warm-up": updates k ≥ updates/10 (with a fixed
+lag L the first L updates are less stale)."""
+
+CURVE_KEYS = {
+    "update": "update",
+    "sim_clock": "time/sim_clock",
+    "success_train": "env/success_train",
+    "success_heldout": "env/success_heldout",
+    "entropy": "policy/entropy",
+    "sequence_kl": "trust/sequence_kl",
+    "acceptance_rate": "trust/acceptance_rate",
+}
+"""Learning-curve series (name → simulator metric), one entry per evaluated update (and the final one)."""
+
+
+def train_config(spec: RunSpec, seed: int) -> TrainConfig:
+    """The simulator's config of ``spec`` with ``seed``."""
+    algorithm = AlgorithmConfig(
+        spec.loss, batch_size=spec.batch_size, group_size=spec.group_size, minibatches=spec.minibatches,
+        optimizer=spec.optimizer, learning_rate=spec.learning_rate, loss_options=dict(spec.loss_options),
+    )
+    if spec.env not in ENVS:
+        raise ValueError(f"env must be one of {', '.join(ENVS)}; got {spec.env!r}")
+    timing = replace(ENVS[spec.env].timing, **dict(spec.timing)) if spec.timing else None
+    return TrainConfig(
+        env=spec.env, algorithm=algorithm, lag=parse_lag(spec.lag), timing=timing, policy=spec.policy,
+        updates=spec.updates, seed=seed, eval_every=spec.eval_every, logprob_noise=spec.logprob_noise,
+        env_options=dict(spec.env_options),
+    )
+
+
+def run_cell(spec: RunSpec, seed: int) -> dict[str, object]:
+    """Run ``spec`` with ``seed`` to its update budget; return ``{"metrics": ..., "curve": ...}`` (JSON-able)."""
+    simulation = Simulation(train_config(spec, seed))
+    rows = [simulation.step() for _ in range(spec.updates)]
+    final = simulation.evaluate()
+    evaluated = [row for row in rows if not math.isnan(row["env/success_train"])]
+    if rows[-1] not in evaluated:
+        evaluated.append({**rows[-1], **final})
+    curve = {name: [float(row[key]) for row in evaluated] for name, key in CURVE_KEYS.items()}
+    exact_stats = exact.evaluate(simulation.tables, simulation.policy, "train")
+    after = rows[spec.updates // 10:]
+    last = rows[-max(1, spec.updates // 10):]
+
+    def mean(key: str, selected: list[dict]) -> float:
+        return float(np.mean([row[key] for row in selected]))
+
+    peak = max([final["env/success_train"], *curve["success_train"]])
+    metrics = {
+        "success_train": final["env/success_train"],
+        "success_heldout": final["env/success_heldout"],
+        "success_peak": peak,
+        "collapse": peak - final["env/success_train"],
+        "length": float(exact_stats["env/expected_length"]),
+        "truncation": float(exact_stats["env/truncation_probability"]),
+        "tool_calls": float(exact_stats["env/expected_tool_calls"]),
+        "entropy_final": mean("policy/entropy", last),
+        "acceptance_rate": mean("trust/acceptance_rate", after),
+        "token_acceptance_rate": mean("trust/token_acceptance_rate", after),
+        "sequence_kl": mean("trust/sequence_kl", after),
+        "clip_fraction": mean("trust/clip_fraction", after),
+        "lag_mean": mean("lag/mean", after),
+        "sim_clock": float(rows[-1]["time/sim_clock"]),
+        "seconds_per_update": float(rows[-1]["time/sim_clock"]) / spec.updates,
+        "learner_idle": float(rows[-1]["time/learner_idle"]),
+        "worker_idle": float(rows[-1]["time/worker_idle"]),
+        "rollouts": float(rows[-1]["data/rollouts_total"]),
+    }
+    assert set(metrics) == set(CELL_METRICS)
+    return jsonable({"metrics": metrics, "curve": curve})
+
+
+PROBE_METRICS = {
+    "cosine": "mean cos(ĝ, ∇J) of single-batch update directions",
+    "cosine_of_mean": "cos(E ĝ, ∇J): is the expected update aimed at the exact gradient?",
+    "bias_norm_debiased": "‖E ĝ − ∇J‖ with the Monte Carlo noise of the mean removed",
+    "variance": "tr Cov(ĝ)",
+    "snr": "‖E ĝ‖² / tr Cov(ĝ)",
+    "acceptance_rate": "fraction of trajectories the gate admitted in the measured batches",
+}
+"""What :func:`probe_cell` measures with ``flashsim.variance.measure_gradient`` (see ``docs/variance.md``)."""
+
+PROBE_BATCHES = 32
+"""Batches per gradient measurement (M); no bootstrap, the seeds give the intervals."""
+
+
+def probe_points(updates: int) -> list[int]:
+    """Updates at which :func:`probe_cell` measures the gradient: the start, a quarter, half, the last."""
+    return sorted({0, updates // 4, updates // 2, updates - 1})
+
+
+def probe_cell(spec: RunSpec, seed: int) -> dict[str, object]:
+    """Train ``spec`` like :func:`run_cell` and measure the update direction at :func:`probe_points`.
+
+    At update k (policy θ_k, before the update) the run's own estimator (``spec.loss``, B, G, loss
+    options) is measured against the exact ∇J(θ_k) on fresh batches sampled by the behaviour policy
+    θ_{k−L} (fixed lag L; on-policy for other lag models). Returns ``{"metrics": {...}, "probes": [...]}``:
+    the training outcome of :func:`run_cell`'s metrics that matter here, and one dict per probe point.
+    """
+    simulation = Simulation(train_config(spec, seed))
+    lag = parse_lag(spec.lag)
+    keep = lag.lag if isinstance(lag, FixedLag) else 0
+    history, probes = [], []
+    points = set(probe_points(spec.updates))
+    for k in range(spec.updates):
+        history = [*history, simulation.policy.snapshot()][-(keep + 1):]
+        if k in points:
+            report = measure_gradient(
+                simulation.tables, simulation.policy, estimator=spec.loss, budget=spec.batch_size,
+                num_batches=PROBE_BATCHES, seed=seed * 100_003 + k, group_size=spec.group_size,
+                behavior_policy=history[0], bootstrap=0, **dict(spec.loss_options),
+            )
+            probes.append({"update": k, **{name: float(getattr(report, name)) for name in PROBE_METRICS}})
+        simulation.step(evaluate=False)
+    return jsonable({"metrics": {"success_train": simulation.evaluate()["env/success_train"]}, "probes": probes})

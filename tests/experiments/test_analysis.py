@@ -1,0 +1,55 @@
+"""From cells to summaries: per-arm intervals, paired verdicts per knob value, flips, tables and the report."""
+
+import math
+
+from flashsim.experiments import run_sweep, summarize, write_report, write_summary
+from flashsim.experiments.analysis import markdown_tables, means_csv
+from flashsim.experiments.verdict import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED
+from tests.experiments.fakes import WOBBLE, fake_run
+from tests.experiments.test_design import small_design
+
+
+def test_verdicts_follow_the_constructed_effect_and_the_flip_is_located(tmp_path):
+    design = small_design()  # a = flash_reinforce, b = no_gate; the fake effect exists at lr 0.1 only
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)
+    summary = summarize(design, tmp_path)
+    comparison = summary["comparisons"][0]
+    assert comparison["by_knob"]["lr0.1"]["verdict"] == SUPPORTED
+    assert comparison["by_knob"]["lr0.5"]["verdict"] == INCONCLUSIVE  # only the ±0.02 wobble is left
+    assert comparison["flips"] == ["lr0.1 → lr0.5"]
+    assert summary["primary"]["verdict"] == SUPPORTED
+    expected = [0.2 + WOBBLE[(s + 15) % 6] - WOBBLE[(s + 7) % 6] for s in design.seeds]
+    assert math.isclose(comparison["by_knob"]["lr0.1"]["difference"]["mean"], sum(expected) / 3, rel_tol=1e-12)
+
+
+def test_the_opposite_direction_is_not_supported(tmp_path):
+    from flashsim.experiments import Comparison
+
+    design = small_design(comparisons=(Comparison("success_train", "a", "b", "less"),))
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)
+    assert summarize(design, tmp_path)["primary"]["verdict"] == NOT_SUPPORTED
+
+
+def test_missing_cells_count_as_missing_seeds(tmp_path):
+    design = small_design()
+    summary = summarize(design, tmp_path)  # nothing has run
+    assert summary["cells_done"] == 0
+    assert summary["primary"]["verdict"] == INCONCLUSIVE
+    assert summary["table"]["lr0.1"]["a"]["success_train"]["n"] == 0
+
+
+def test_tables_csv_and_report_are_written_and_name_the_verdict(tmp_path):
+    design = small_design()
+    out = tmp_path / "out"
+    run_sweep([design], out, jobs=1, progress=False, run=fake_run)
+    summary = write_summary(design, out)
+    assert "supported" in markdown_tables(summary)
+    assert means_csv(summary).splitlines()[0] == "claim,knob,arm,metric,mean,low,high,n"
+    discussion = tmp_path / "docs" / "results" / "discussion"
+    discussion.mkdir(parents=True)
+    (discussion / "CX.md").write_text("Hand-written words.\n")
+    report = write_report([design], out, tmp_path / "docs" / "results.md", command="flashsim reproduce CX")
+    text = report.read_text()
+    assert "flashsim reproduce CX" in text and "Hand-written words." in text
+    assert "**Verdict: supported.**" in text
+    assert (tmp_path / "docs" / "results" / "CX" / "table.md").exists()

@@ -1,0 +1,76 @@
+"""``flashsim reproduce`` through a subprocess: a smoke run, and a sweep killed with SIGKILL that resumes
+to byte-identical files."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.experiments.test_runner import snapshot
+
+CLAIMS = ("C4", "C5")  # 8 smoke cells between them
+
+
+def reproduce(out, *extra, **kwargs):
+    command = [sys.executable, "-m", "flashsim", "reproduce", *CLAIMS, "--smoke", "--out", str(out), "--no-progress",
+               *extra]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **kwargs)
+
+
+@pytest.mark.slow
+def test_reproduce_smoke_prints_verdicts_and_writes_the_report(tmp_path):
+    process = reproduce(tmp_path / "out", "--jobs", "1", "--report", str(tmp_path / "docs" / "results.md"))
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output
+    assert "C4: success_train: signed > positive_only at gridworld:" in output
+    text = (tmp_path / "docs" / "results.md").read_text()
+    assert "## C5" in text and "flashsim reproduce C4 C5 --smoke --seeds 2" in text
+    assert (tmp_path / "docs" / "results" / "C4" / "C4.png").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_with_sigkill_resumes_to_the_same_files(tmp_path):
+    reference = reproduce(tmp_path / "reference", "--jobs", "2")
+    output, _ = reference.communicate(timeout=600)
+    assert reference.returncode == 0, output
+
+    out = tmp_path / "killed"
+    process = reproduce(out, "--jobs", "2")
+    deadline = time.monotonic() + 600
+    while len(list(Path(out).glob("*/cells/*.json"))) < 3:
+        assert process.poll() is None, "the sweep finished before it could be killed; give it more cells"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)  # the runner and its worker processes, mid-sweep
+    process.communicate()
+    done = len(list(Path(out).glob("*/cells/*.json")))
+    assert 3 <= done < 8
+
+    resumed = reproduce(out, "--jobs", "2")
+    output, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, output
+    assert f"ran {8 - done} cells ({done} already done)" in output
+    files = {name: data for name, data in snapshot(out).items() if not name.endswith(".png")}
+    expected = {name: data for name, data in snapshot(tmp_path / "reference").items() if not name.endswith(".png")}
+    assert files == expected
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["C4", "--smoke", "--seeds", "1"], "seeds must be an int >= 2"), (["C9", "--smoke"], "invalid choice")],
+    ids=["one-seed", "unknown-claim"],
+)
+def test_bad_arguments_exit_with_status_2_and_say_why(argv, message, tmp_path, capsys):
+    from flashsim.cli import main
+
+    try:
+        status = main(["reproduce", *argv, "--out", str(tmp_path)])
+    except SystemExit as exit_:  # argparse rejects unknown choices itself
+        status = exit_.code
+    assert status == 2
+    assert message in capsys.readouterr().err

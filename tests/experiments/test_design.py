@@ -1,0 +1,101 @@
+"""Experiment designs: cells, spec resolution, validation, and every claim at every profile."""
+
+import pytest
+
+from flashsim.experiments import CLAIMS, PROFILES, Arm, ClaimDesign, Comparison, KnobValue, RunSpec, build_design
+from flashsim.experiments.run_cell import CELL_METRICS, train_config
+
+
+def small_design(**changes):
+    fields = dict(
+        claim="CX", title="t", paper="p", question="q", base=RunSpec(env="bandit_tiny", updates=4),
+        arms=(Arm("a", "A", {"loss": "flash_reinforce"}), Arm("b", "B", {"loss": "no_gate"})),
+        knob_name="learning rate",
+        knob=(KnobValue("lr0.1", "lr 0.1", {"learning_rate": 0.1}),
+              KnobValue("lr0.5", "lr 0.5", {"learning_rate": 0.5}, {"b": {"updates": 8}})),
+        comparisons=(Comparison("success_train", "a", "b"),), headline="lr0.1", seeds=(0, 1, 2),
+    )
+    fields.update(changes)
+    return ClaimDesign(**fields)
+
+
+def test_cells_are_the_cross_product_seed_major_with_resolved_specs():
+    cells = small_design().cells()
+    assert len(cells) == 2 * 2 * 3
+    assert [cell.seed for cell in cells[:4]] == [0, 0, 0, 0]
+    by_key = {cell.key: cell for cell in cells}
+    assert by_key["b__lr0.5__s001"].spec.updates == 8  # the knob's per-arm override
+    assert by_key["a__lr0.5__s001"].spec.updates == 4
+    assert by_key["a__lr0.5__s001"].spec.learning_rate == 0.5
+    assert by_key["b__lr0.1__s000"].spec.loss == "no_gate"
+    assert len(by_key) == len(cells)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"headline": "lr9"}, "headline"),
+        ({"seeds": (0,)}, "seeds"),
+        ({"comparisons": (Comparison("success_train", "a", "c"),)}, "arm 'c'"),
+        ({"comparisons": ()}, "at least one comparison"),
+        ({"arms": (Arm("a", "A"),)}, "two distinct arms"),
+        ({"comparisons": (Comparison("success_train", "a", "b", knobs=("lr9",)),)}, "knob values"),
+        ({"claim": "C 1"}, "file name"),
+    ],
+    ids=["headline-not-a-knob", "one-seed", "unknown-arm", "no-comparison", "one-arm", "unknown-knob", "bad-name"],
+)
+def test_invalid_designs_raise_value_error_naming_the_problem(changes, message):
+    with pytest.raises(ValueError, match=message):
+        small_design(**changes)
+
+
+def test_unknown_runspec_fields_list_the_valid_ones():
+    with pytest.raises(ValueError, match="valid fields: .*batch_size"):
+        RunSpec().with_overrides({"batchsize": 3})
+
+
+def test_a_comparison_of_an_arm_with_itself_or_in_no_direction_is_rejected():
+    with pytest.raises(ValueError, match="two different arms"):
+        Comparison("success_train", "a", "a")
+    with pytest.raises(ValueError, match="direction"):
+        Comparison("success_train", "a", "b", direction="higher")
+
+
+def test_design_to_dict_is_plain_json_data():
+    import json
+
+    data = small_design().to_dict()
+    assert json.loads(json.dumps(data)) == data
+    assert data["knob"][1]["arm_overrides"] == {"b": {"updates": 8}}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("claim", list(CLAIMS))
+def test_every_claim_builds_at_every_profile_into_valid_simulator_configs(claim, profile):
+    design = build_design(claim, profile)
+    assert design.claim == claim and design.profile == profile
+    assert len(design.seeds) >= (10 if profile != "smoke" else 2)
+    assert set(design.metric_names) <= set(CELL_METRICS)
+    for cell in design.cells()[: len(design.arms) * len(design.knob)]:  # one seed's worth
+        train_config(cell.spec, cell.seed)  # raises on an invalid spec
+
+
+def test_build_design_takes_a_seed_count_and_rejects_bad_ones():
+    assert build_design("C4", "smoke", seeds=5).seeds == (0, 1, 2, 3, 4)
+    with pytest.raises(ValueError, match="seeds"):
+        build_design("C4", "smoke", seeds=1)
+    with pytest.raises(ValueError, match="claim must be one of C1"):
+        build_design("C9")
+    with pytest.raises(ValueError, match="profile"):
+        build_design("C1", "huge")
+
+
+def test_the_probe_design_keeps_the_headline_and_the_comparisons_that_apply_there():
+    from flashsim.experiments.probes import PROBED, probe_design
+
+    for claim in PROBED:
+        design = build_design(claim, "quick")
+        probes = probe_design(design)
+        assert probes.claim == f"{claim}-probes"
+        assert [value.name for value in probes.knob] == [design.headline]
+        assert all(c.knobs is None or design.headline in c.knobs for c in probes.comparisons)
