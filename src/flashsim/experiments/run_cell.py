@@ -3,7 +3,7 @@
 This is the **only** module of :mod:`flashsim.experiments` that touches :mod:`flashsim.sim` (and
 :mod:`flashsim.exact` for the final policy's exact statistics). It uses the simulator's public API
 only — ``TrainConfig``, ``AlgorithmConfig``, ``parse_lag``, ``ENVS``, ``Simulation(config).step()``
-and ``.evaluate()`` — and re-exports the simulator's atomic file writers and ``jsonable`` (one
+and ``.evaluate()`` — and re-exports :mod:`flashsim.io`'s atomic file writers and ``jsonable`` (one
 implementation of each), so a change in the simulator's internals is absorbed here.
 
 A cell's result is plain JSON: ``metrics`` (the scalars of :data:`CELL_METRICS`) and ``curve`` (the
@@ -20,8 +20,8 @@ import numpy as np
 
 from flashsim import exact
 from flashsim.experiments.design import RunSpec
+from flashsim.io import atomic_write, atomic_write_text, jsonable
 from flashsim.sim import ENVS, AlgorithmConfig, FixedLag, Simulation, TrainConfig, parse_lag
-from flashsim.sim.output import atomic_write, atomic_write_text, jsonable
 from flashsim.variance import measure_gradient
 
 __all__ = [
