@@ -61,10 +61,14 @@ class SimClock:
         """``time/sim_clock``, ``time/learner_idle`` and ``time/worker_idle`` (fractions of time so far)."""
         learner = self.learner_busy + self.learner_wait
         capacity = num_workers * self.now
+        # Busy time is a sum of many durations, capacity one product: when the workers never idle the
+        # two differ by rounding and 1 − busy/capacity came out −1e-15 (printed "−0.00"). Idle time is
+        # never negative, so that rounding is cut at 0.
+        worker_idle = max(0.0, 1.0 - (self.worker_busy + in_flight_busy) / capacity) if capacity > 0 else 0.0
         return {
             "time/sim_clock": float(self.now),
             "time/learner_idle": float(self.learner_wait / learner) if learner > 0 else 0.0,
-            "time/worker_idle": float(1.0 - (self.worker_busy + in_flight_busy) / capacity) if capacity > 0 else 0.0,
+            "time/worker_idle": float(worker_idle),
         }
 
 
