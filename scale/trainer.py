@@ -22,7 +22,7 @@ import yaml
 from scale.checkpoint import load_checkpoint, save_checkpoint
 from scale.config import Config, sampling_params, to_dict
 from scale.data import PromptExample, PromptStream, arithmetic_task, load_prompts
-from scale.engine.base import SamplingParams
+from scale.engine.base import RolloutEngine, SamplingParams
 from scale.engine.transformers_engine import TransformersEngine
 from scale.learner import Learner
 from scale.loop import AsyncRollouts, SyncRollouts, lag_metrics
@@ -62,6 +62,25 @@ def build_data(config: Config) -> tuple[list[PromptExample], list[PromptExample]
     return train, test
 
 
+def build_engine(config: Config, model: Any, tokenizer: Any, *, seed: int) -> RolloutEngine:
+    """A rollout engine as ``rollout.engine`` says; its weights are published before it samples.
+
+    The vLLM engine loads the model from a directory: a pretrained model's own path, or the tiny
+    model's initial weights saved under ``log.out/engine_model``. Evaluation always uses the
+    transformers engine, so that both engines' learning curves are measured the same way.
+    """
+    if config.rollout.engine == "transformers":
+        return TransformersEngine(model, tokenizer, seed=seed, device=config.model.device)
+    from scale.engine.vllm_engine import VLLMEngine
+
+    m = config.model
+    if m.name == "tiny":
+        path = str(Path(config.log.out) / "engine_model")
+        model.save_pretrained(path)
+        return VLLMEngine(path, tokenizer, seed=seed, dtype=m.dtype, max_model_len=m.max_positions)
+    return VLLMEngine(m.name, tokenizer, seed=seed, dtype=m.dtype)
+
+
 class Trainer:
     """One training run described by ``config`` (``resume=True`` continues from ``log.out/checkpoint``)."""
 
@@ -84,8 +103,7 @@ class Trainer:
                                chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm, max_tokens=r.max_new_tokens)
         self.stream = PromptStream(self.train_examples, seed=config.seed)
         self.group_counter = itertools.count()
-        self.engines = [TransformersEngine(self.model, self.tokenizer, seed=config.seed + 1 + i,
-                                           device=config.model.device)
+        self.engines = [build_engine(config, self.model, self.tokenizer, seed=config.seed + 1 + i)
                         for i in range(config.loop.num_workers if config.loop.mode == "async" else 1)]
         self.eval_engine = TransformersEngine(self.model, self.tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
                                               max_batch_size=config.eval.batch_size, device=config.model.device)
@@ -118,7 +136,7 @@ class Trainer:
             "config": to_dict(self.config), "version": self.learner.version, "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "stream": self.stream.state_dict(), "next_group_id": next(self.group_counter),
-            "engine_generators": [e.generator.get_state() for e in self.engines],
+            "engine_generators": [_generator(e).get_state() if _generator(e) else None for e in self.engines],
             "torch_rng": torch.get_rng_state(), "summary": dict(self.summary),
         }
 
@@ -136,7 +154,8 @@ class Trainer:
         self.stream.load_state_dict(state["stream"])
         self.group_counter = itertools.count(state["next_group_id"])
         for engine, generator_state in zip(self.engines, state["engine_generators"]):
-            engine.generator.set_state(generator_state)
+            if generator_state is not None and _generator(engine) is not None:
+                _generator(engine).set_state(generator_state)
         torch.set_rng_state(state["torch_rng"])
         self.summary = dict(state["summary"])
         self.metrics.truncate_after(self.learner.version)
@@ -216,6 +235,11 @@ class Trainer:
             if (c.log.checkpoint_every and k % c.log.checkpoint_every == 0) or k == c.train.updates:
                 self.save()
         _close(bar)
+
+
+def _generator(engine: RolloutEngine) -> torch.Generator | None:
+    """The engine's sampling generator if it has one in this process (vLLM seeds its own, once)."""
+    return getattr(engine, "generator", None)
 
 
 def _rollout_metrics(rollouts: list) -> dict[str, float]:

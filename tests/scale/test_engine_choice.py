@@ -1,0 +1,26 @@
+"""Choosing the rollout engine: ``rollout.engine`` in the config, ``--engine`` on the command line."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+
+def test_an_unknown_engine_is_refused_naming_the_key_and_the_valid_ones():
+    from scale.config import load_config
+
+    with pytest.raises(ValueError, match=r"rollout.engine must be one of \('transformers', 'vllm'\); got 'sglang'"):
+        load_config(None, ["rollout.engine=sglang"])
+
+
+def test_the_transformers_engine_is_the_default_and_vllm_is_selectable():
+    from scale.config import load_config
+
+    assert load_config(None).rollout.engine == "transformers"
+    assert load_config("scale/configs/tiny_cpu.yaml", ["rollout.engine=vllm"]).rollout.engine == "vllm"
+
+
+def test_the_engine_flag_reaches_the_config(capsys):
+    from scale.cli import main
+
+    assert main(["train", "--config", "tiny_cpu", "--engine", "sglang"]) == 2
+    assert "rollout.engine must be one of" in capsys.readouterr().err
