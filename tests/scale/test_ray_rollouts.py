@@ -1,0 +1,60 @@
+"""Engines as Ray actors: an injected engine crash loses no trajectory and uses none twice."""
+
+import functools
+import itertools
+import math
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("ray")
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.slow
+
+
+def test_an_engine_crash_is_survived_with_every_prompt_delivered_once_from_current_weights(tokenizer):
+    from scale.data import PromptExample, PromptStream
+    from scale.engine import SamplingParams, TransformersEngine
+    from scale.model import build_tiny_model
+    from scale.ray_rollouts import RayRollouts
+    from scale.rewards import math_reward
+    from scale.rollout import RolloutSettings
+
+    model = build_tiny_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=0)
+    stream = PromptStream([PromptExample(f"{i}*2=", str(2 * i), str(i)) for i in range(200)], seed=0)
+    taken = []
+    take = stream.take
+    stream.take = lambda n: taken.extend(out := take(n)) or out
+    settings = RolloutSettings(SamplingParams(max_new_tokens=4), math_reward, group_size=2)
+    source = RayRollouts(functools.partial(TransformersEngine, model, tokenizer, seed=0), tokenizer, stream,
+                         settings, itertools.count(),
+                         num_engines=2, prompts_per_call=2, queue_size=4, crash_on_call=2)
+    # Published weights are all zeros: uniform logits, so every token's log-prob is −log V. A restarted
+    # actor comes back with the random weights it was built with; had it sampled with them, this fails.
+    zeros = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
+    consumed = []
+    try:
+        for version in range(1, 7):
+            source.publish(zeros, version)
+            rollouts, info = source.next_batch(8)
+            assert len(rollouts) == 8 and all(r.trajectory.version <= version for r in rollouts)
+            consumed += rollouts
+        pending = [e for _, examples, _ in source.in_flight.values() for e in examples]
+        pending += [e for examples, _ in source.retry for e in examples]
+        pending += [r.example for group in source.ready for r in group]
+    finally:
+        source.close()
+    assert info["loop/failed_calls"] >= 1  # the injected crash happened
+    per_prompt = {}
+    for r in consumed:
+        per_prompt.setdefault(r.example.prompt, []).append(r.group_id)
+    assert all(len(ids) == 2 and ids[0] == ids[1] for ids in per_prompt.values())  # each group once, whole
+    consumed_prompts = set(per_prompt)
+    pending_prompts = [e.prompt for e in pending]
+    assert consumed_prompts.isdisjoint(pending_prompts)
+    assert sorted(consumed_prompts | set(pending_prompts)) == sorted(e.prompt for e in taken)
+    assert len(taken) == len(set(e.prompt for e in taken))
+    uniform = -math.log(tokenizer.vocab_size)
+    assert all(r.trajectory.version >= 1 for r in consumed)
+    assert all(lp == pytest.approx(uniform, abs=1e-5) for r in consumed for lp in r.trajectory.log_probs)
