@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--model", default=None, help="pretrained model path or hub id (sets model.name)")
     train.add_argument("--algo", default=None, help="loss name from flashsim.losses.LOSSES (sets train.algo)")
     train.add_argument("--engine", default=None, help="rollout engine, transformers or vllm (sets rollout.engine)")
+    train.add_argument("--ray-address", default=None,
+                       help="join this Ray cluster (sets loop.ray_address; use with --set loop.placement=ray)")
     train.add_argument("--out", default=None, help="output directory (sets log.out)")
     train.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -81,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     overrides = list(args.set)
     for key, value in (("model.name", args.model), ("train.algo", args.algo), ("log.out", args.out),
-                       ("rollout.engine", args.engine)):
+                       ("rollout.engine", args.engine), ("loop.ray_address", args.ray_address)):
         if value is not None:
             overrides.append(f"{key}={json.dumps(value)}")
     try:

@@ -19,6 +19,7 @@ import yaml
 from scale.engine.base import SamplingParams
 
 MODES = ("async", "sync")
+PLACEMENTS = ("threads", "ray")
 ON_REWARD_ERROR = ("raise", "drop")
 ENGINES = ("transformers", "vllm")
 DEFAULT_GROUP_SIZE = 8
@@ -126,6 +127,8 @@ class TrainConfig:
 class LoopConfig:
     mode: str = "async"
     """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn."""
+    placement: str = "threads"
+    """Async rollout workers as ``threads`` of this process, or as ``ray`` actors (one process per engine)."""
     num_workers: int = 1
     """Rollout worker threads (async), each with its own engine."""
     trajectories_per_call: int = 16
@@ -133,6 +136,8 @@ class LoopConfig:
     queue_size: int = 32
     """Capacity of the rollout queue in trajectories (a multiple of the group size); with the calls in
     flight it sets the policy lag."""
+    ray_address: str | None = None
+    """``ray`` placement: address of a Ray cluster to join (null: start a local one)."""
     threads: int | None = 1
     """torch intra-op threads (null: torch's default). 1 lets the worker and learner use a core each."""
 
@@ -260,6 +265,9 @@ def validate(config: Config) -> Config:
     _check(0 <= d.tool_fraction <= 1, "data.tool_fraction", "in [0, 1]", d.tool_fraction)
     _check(lp.mode in MODES, "loop.mode", f"one of {MODES}", lp.mode)
     _check(r.engine in ENGINES, "rollout.engine", f"one of {ENGINES}", r.engine)
+    _check(lp.placement in PLACEMENTS, "loop.placement", f"one of {PLACEMENTS}", lp.placement)
+    _check(lp.placement == "threads" or lp.mode == "async", "loop.placement", "threads with loop.mode sync",
+           lp.placement)
     _check(r.on_reward_error in ON_REWARD_ERROR, "rollout.on_reward_error", f"one of {ON_REWARD_ERROR}",
            r.on_reward_error)
     _check(t.microbatch_size is None or t.microbatch_size >= 1, "train.microbatch_size", "≥ 1 or null",

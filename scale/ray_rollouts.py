@@ -27,7 +27,7 @@ import itertools
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -83,9 +83,8 @@ class RayRollouts:
     """Engine actors feeding the learner; same interface as :class:`scale.loop.AsyncRollouts`.
 
     Args:
-        build_engine: picklable engine factory, run inside each actor.
+        build_engines: one picklable engine factory per actor, run inside it (e.g. different seeds).
         tokenizer, stream, settings, group_counter: as in :func:`scale.rollout.collect`.
-        num_engines: engine actors.
         prompts_per_call: prompts per actor call.
         queue_size: most groups finished or in flight beyond what the learner has taken (bounds the lag).
         address: a Ray cluster to join (``None``: start a local one, or use the one already running).
@@ -93,22 +92,22 @@ class RayRollouts:
         crash_on_call: testing only, see :class:`EngineActor` (applied to the first actor).
     """
 
-    def __init__(self, build_engine: Callable[[], RolloutEngine], tokenizer: Tokenizer, stream: PromptStream,
-                 settings: RolloutSettings, group_counter: itertools.count, *, num_engines: int = 1,
+    def __init__(self, build_engines: Sequence[Callable[[], RolloutEngine]], tokenizer: Tokenizer,
+                 stream: PromptStream, settings: RolloutSettings, group_counter: itertools.count, *,
                  prompts_per_call: int = 16, queue_size: int = 32, address: str | None = None,
                  max_restarts: int = 3, crash_on_call: int | None = None) -> None:
         import ray
 
-        if num_engines < 1 or prompts_per_call < 1 or queue_size < 1:
-            raise ValueError(f"num_engines, prompts_per_call and queue_size must be ≥ 1; got {num_engines}, "
-                             f"{prompts_per_call}, {queue_size}")
+        if not build_engines or prompts_per_call < 1 or queue_size < 1:
+            raise ValueError(f"need ≥ 1 engine factory, and prompts_per_call and queue_size ≥ 1; got "
+                             f"{len(build_engines)} factories, {prompts_per_call}, {queue_size}")
         self._ray = ray
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         remote = ray.remote(max_restarts=max_restarts, max_task_retries=0, num_cpus=0)(EngineActor)
-        self.actors = [remote.remote(build_engine, tokenizer, settings, crash_on_call if i == 0 else None)
-                       for i in range(num_engines)]
+        self.actors = [remote.remote(build, tokenizer, settings, crash_on_call if i == 0 else None)
+                       for i, build in enumerate(build_engines)]
         self.stream, self.settings, self.group_counter = stream, settings, group_counter
         self.prompts_per_call, self.queue_size = prompts_per_call, queue_size
         self.weights: list[Any] = []
@@ -116,7 +115,7 @@ class RayRollouts:
         self.ready: deque[list[Rollout]] = deque()
         self.retry: deque[tuple[list[PromptExample], int]] = deque()
         self.in_flight: dict[Any, tuple[int, list[PromptExample], int]] = {}
-        self.not_before = [0.0] * num_engines
+        self.not_before = [0.0] * len(self.actors)
         self.dropped = 0
         self.failed_calls = 0
 

@@ -9,11 +9,12 @@ checkpoint → final evaluation and checkpoint → ``summary.json``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,6 +33,9 @@ from scale.rewards import resolve_reward
 from scale.rollout import RolloutSettings, evaluate
 from scale.tokenizer import CharTokenizer
 from scale.warmup import warmup
+
+if TYPE_CHECKING:
+    from scale.ray_rollouts import RayRollouts
 
 EVAL_SEED_OFFSET = 10_000
 """The evaluation engine's seed is ``seed + EVAL_SEED_OFFSET``, re-applied before every evaluation so
@@ -75,7 +79,7 @@ def build_engine(config: Config, model: Any, tokenizer: Any, *, seed: int) -> Ro
 
     m = config.model
     if m.name == "tiny":
-        path = str(Path(config.log.out) / "engine_model")
+        path = str(Path(config.log.out) / f"engine_model_{seed}")
         model.save_pretrained(path)
         return VLLMEngine(path, tokenizer, seed=seed, dtype=m.dtype, max_model_len=m.max_positions)
     return VLLMEngine(m.name, tokenizer, seed=seed, dtype=m.dtype)
@@ -103,8 +107,10 @@ class Trainer:
                                chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm, max_tokens=r.max_new_tokens)
         self.stream = PromptStream(self.train_examples, seed=config.seed)
         self.group_counter = itertools.count()
+        lp = config.loop
+        local_engines = 1 if lp.mode == "sync" else 0 if lp.placement == "ray" else lp.num_workers
         self.engines = [build_engine(config, self.model, self.tokenizer, seed=config.seed + 1 + i)
-                        for i in range(config.loop.num_workers if config.loop.mode == "async" else 1)]
+                        for i in range(local_engines)]
         self.eval_engine = TransformersEngine(self.model, self.tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
                                               max_batch_size=config.eval.batch_size, device=config.model.device)
         self.metrics = MetricsWriter(self.out, tensorboard=config.log.tensorboard)
@@ -200,17 +206,27 @@ class Trainer:
         (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2))
         return self.summary
 
-    def _source(self) -> SyncRollouts | AsyncRollouts:
+    def _source(self) -> SyncRollouts | AsyncRollouts | RayRollouts:
         for engine in self.engines:
             engine.update_weights(self.model, self.learner.version)
         lp = self.config.loop
+        if lp.placement == "ray":
+            from scale.ray_rollouts import RayRollouts
+
+            builders = [functools.partial(build_engine, self.config, self.model, self.tokenizer,
+                                          seed=self.config.seed + 1 + i) for i in range(lp.num_workers)]
+            source = RayRollouts(builders, self.tokenizer, self.stream, self.settings, self.group_counter,
+                                 prompts_per_call=lp.trajectories_per_call // self.config.group_size,
+                                 queue_size=lp.queue_size // self.config.group_size, address=lp.ray_address)
+            source.publish(self.model, self.learner.version)
+            return source
         if lp.mode == "sync":
             return SyncRollouts(self.engines[0], self.tokenizer, self.stream, self.settings, self.group_counter)
         return AsyncRollouts(self.engines, self.tokenizer, self.stream, self.settings, self.group_counter,
                              prompts_per_call=lp.trajectories_per_call // self.config.group_size,
                              queue_size=lp.queue_size // self.config.group_size)
 
-    def _train(self, source: SyncRollouts | AsyncRollouts) -> None:
+    def _train(self, source: SyncRollouts | AsyncRollouts | RayRollouts) -> None:
         c = self.config
         bar = _progress(c, c.train.updates, "RL", initial=self.learner.version)
         rl_started = time.perf_counter()

@@ -24,3 +24,10 @@ def test_the_engine_flag_reaches_the_config(capsys):
 
     assert main(["train", "--config", "tiny_cpu", "--engine", "sglang"]) == 2
     assert "rollout.engine must be one of" in capsys.readouterr().err
+
+
+def test_ray_placement_is_refused_for_the_synchronous_loop():
+    from scale.config import load_config
+
+    with pytest.raises(ValueError, match="loop.placement must be threads with loop.mode sync"):
+        load_config(None, ["loop.placement=ray", "loop.mode=sync"])

@@ -27,9 +27,9 @@ def test_an_engine_crash_is_survived_with_every_prompt_delivered_once_from_curre
     take = stream.take
     stream.take = lambda n: taken.extend(out := take(n)) or out
     settings = RolloutSettings(SamplingParams(max_new_tokens=4), math_reward, group_size=2)
-    source = RayRollouts(functools.partial(TransformersEngine, model, tokenizer, seed=0), tokenizer, stream,
-                         settings, itertools.count(),
-                         num_engines=2, prompts_per_call=2, queue_size=4, crash_on_call=2)
+    builders = [functools.partial(TransformersEngine, model, tokenizer, seed=seed) for seed in (0, 1)]
+    source = RayRollouts(builders, tokenizer, stream, settings, itertools.count(), prompts_per_call=2, queue_size=4,
+                         crash_on_call=2)
     # Published weights are all zeros: uniform logits, so every token's log-prob is −log V. A restarted
     # actor comes back with the random weights it was built with; had it sampled with them, this fails.
     zeros = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
@@ -58,3 +58,21 @@ def test_an_engine_crash_is_survived_with_every_prompt_delivered_once_from_curre
     uniform = -math.log(tokenizer.vocab_size)
     assert all(r.trajectory.version >= 1 for r in consumed)
     assert all(lp == pytest.approx(uniform, abs=1e-5) for r in consumed for lp in r.trajectory.log_probs)
+
+
+def test_training_with_engines_in_ray_actors_finishes_and_logs_measured_lag(tmp_path):
+    import json
+
+    from scale.config import load_config
+    from scale.trainer import Trainer
+
+    config = load_config("scale/configs/tiny_cpu.yaml", [
+        "loop.placement=ray", "loop.num_workers=2", f"log.out={tmp_path}", "warmup.steps=20", "train.updates=4",
+        "train.batch_size=16", "loop.trajectories_per_call=8", "loop.queue_size=16", "data.num_test=32",
+        "eval.every=4", "log.progress=false", "log.tensorboard=false", "log.checkpoint_every=0",
+    ])
+    summary = Trainer(config).run()
+    assert summary["updates"] == 4
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [row["update"] for row in rows] == [0, 1, 2, 3, 4]
+    assert all(row["lag/mean"] >= 0 and row["loop/failed_calls"] == 0 for row in rows[1:])
