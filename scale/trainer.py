@@ -37,6 +37,9 @@ from scale.warmup import warmup
 if TYPE_CHECKING:
     from scale.ray_rollouts import RayRollouts
 
+VLLM_GPU_MEMORY_FRACTION = 0.35
+"""Share of GPU memory a vLLM engine may take (weights + KV cache) when it shares the GPU with the learner,
+which needs the rest for weights, gradients, AdamW state and activations (vLLM's default, 0.9, leaves none)."""
 EVAL_SEED_OFFSET = 10_000
 """The evaluation engine's seed is ``seed + EVAL_SEED_OFFSET``, re-applied before every evaluation so
 that successive evaluations share their random numbers (less noise in the learning curve)."""
@@ -78,11 +81,14 @@ def build_engine(config: Config, model: Any, tokenizer: Any, *, seed: int) -> Ro
     from scale.engine.vllm_engine import VLLMEngine
 
     m = config.model
+    options: dict[str, Any] = {"dtype": m.dtype}
+    if m.device.startswith("cuda"):
+        options["gpu_memory_utilization"] = VLLM_GPU_MEMORY_FRACTION
     if m.name == "tiny":
         path = str(Path(config.log.out) / f"engine_model_{seed}")
         model.save_pretrained(path)
-        return VLLMEngine(path, tokenizer, seed=seed, dtype=m.dtype, max_model_len=m.max_positions)
-    return VLLMEngine(m.name, tokenizer, seed=seed, dtype=m.dtype)
+        return VLLMEngine(path, tokenizer, seed=seed, max_model_len=m.max_positions, **options)
+    return VLLMEngine(m.name, tokenizer, seed=seed, **options)
 
 
 class Trainer:

@@ -31,3 +31,13 @@ def test_ray_placement_is_refused_for_the_synchronous_loop():
 
     with pytest.raises(ValueError, match="loop.placement must be threads with loop.mode sync"):
         load_config(None, ["loop.placement=ray", "loop.mode=sync"])
+
+
+@pytest.mark.parametrize("recipe", ["paper_flash_reinforce", "paper_grpo"])
+def test_the_paper_recipes_are_valid_configurations(recipe):
+    from scale.config import load_config
+
+    config = load_config(f"scale/examples/{recipe}.yaml")
+    assert config.rollout.engine == "vllm" and config.train.batch_size == 128
+    assert config.rollout.max_new_tokens == 4096
+    assert config.train.batch_size // config.group_size == (128 if recipe == "paper_flash_reinforce" else 32)
