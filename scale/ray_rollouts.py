@@ -86,7 +86,8 @@ class RayRollouts:
         build_engines: one picklable engine factory per actor, run inside it (e.g. different seeds).
         tokenizer, stream, settings, group_counter: as in :func:`scale.rollout.collect`.
         prompts_per_call: prompts per actor call.
-        queue_size: most groups finished or in flight beyond what the learner has taken (bounds the lag).
+        queue_size: most finished groups waiting for the learner; with one call in flight per actor it
+            bounds the lag, as the queue of the threaded loop does.
         address: a Ray cluster to join (``None``: start a local one, or use the one already running).
         max_restarts: restarts Ray grants each actor.
         crash_on_call: testing only, see :class:`EngineActor` (applied to the first actor).
@@ -118,6 +119,7 @@ class RayRollouts:
         self.not_before = [0.0] * len(self.actors)
         self.dropped = 0
         self.failed_calls = 0
+        self.delivered_calls = [0] * len(self.actors)
 
     def publish(self, model: Any, version: int) -> None:
         """Put the weights in the object store; every later call carries them (loaded where older)."""
@@ -127,11 +129,11 @@ class RayRollouts:
         self._dispatch()
 
     def _dispatch(self) -> None:
-        """Give each idle, available actor one call, while fewer than ``queue_size`` groups are pending."""
+        """Give each idle, available actor one call while fewer than ``queue_size`` groups wait (like a
+        worker thread, which blocks only once its finished groups cannot enter the full queue)."""
         busy = {index for index, _, _ in self.in_flight.values()}
         for index, actor in enumerate(self.actors):
-            pending = len(self.ready) + self.prompts_per_call * len(self.in_flight)
-            if index in busy or time.monotonic() < self.not_before[index] or pending >= self.queue_size:
+            if index in busy or time.monotonic() < self.not_before[index] or len(self.ready) >= self.queue_size:
                 continue
             if self.retry:
                 examples, first_group_id = self.retry.popleft()
@@ -154,20 +156,26 @@ class RayRollouts:
             return
         self.ready.extend(groups)
         self.dropped += dropped
+        self.delivered_calls[index] += 1
 
     def next_batch(self, num_trajectories: int) -> tuple[list[Rollout], dict[str, float]]:
         """Whole groups, in completion order, until at least ``num_trajectories`` trajectories."""
         if not self.weights:
             raise RuntimeError("publish(model, version) before the first next_batch")
         start = time.perf_counter()
-        while sum(len(g) for g in self.ready) < num_trajectories:
+        rollouts: list[Rollout] = []
+        while True:
+            while self.ready and len(rollouts) < num_trajectories:
+                rollouts += self.ready.popleft()
+            if len(rollouts) >= num_trajectories:
+                break
             self._dispatch()
+            if not self.in_flight:  # every actor is backing off after a failure
+                time.sleep(_WAIT_SECONDS)
+                continue
             done, _ = self._ray.wait(list(self.in_flight), num_returns=1, timeout=_WAIT_SECONDS)
             for ref in done:
                 self._receive(ref)
-        rollouts: list[Rollout] = []
-        while len(rollouts) < num_trajectories:
-            rollouts += self.ready.popleft()
         self._dispatch()  # keep the actors sampling while the learner trains
         dropped, self.dropped = self.dropped, 0
         return rollouts, {"rollout/dropped": float(dropped), "time/wait_s": time.perf_counter() - start,

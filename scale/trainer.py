@@ -73,7 +73,7 @@ def build_engine(config: Config, model: Any, tokenizer: Any, *, seed: int) -> Ro
     """A rollout engine as ``rollout.engine`` says; its weights are published before it samples.
 
     The vLLM engine loads the model from a directory: a pretrained model's own path, or the tiny
-    model's initial weights saved under ``log.out/engine_model``. Evaluation always uses the
+    model's initial weights saved under ``log.out/engine_model_<seed>``. Evaluation always uses the
     transformers engine, so that both engines' learning curves are measured the same way.
     """
     if config.rollout.engine == "transformers":

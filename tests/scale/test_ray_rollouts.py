@@ -3,6 +3,7 @@
 import functools
 import itertools
 import math
+import time
 
 import pytest
 
@@ -22,30 +23,39 @@ def test_an_engine_crash_is_survived_with_every_prompt_delivered_once_from_curre
     from scale.rollout import RolloutSettings
 
     model = build_tiny_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=0)
-    stream = PromptStream([PromptExample(f"{i}*2=", str(2 * i), str(i)) for i in range(200)], seed=0)
+    stream = PromptStream([PromptExample(f"{i}*2=", str(2 * i), str(i)) for i in range(20_000)], seed=0)
     taken = []
     take = stream.take
     stream.take = lambda n: taken.extend(out := take(n)) or out
     settings = RolloutSettings(SamplingParams(max_new_tokens=4), math_reward, group_size=2)
     builders = [functools.partial(TransformersEngine, model, tokenizer, seed=seed) for seed in (0, 1)]
-    source = RayRollouts(builders, tokenizer, stream, settings, itertools.count(), prompts_per_call=2, queue_size=4,
+    # A queue of 2 groups, smaller than the batch of 4 groups: the learner takes groups as they come.
+    source = RayRollouts(builders, tokenizer, stream, settings, itertools.count(), prompts_per_call=2, queue_size=2,
                          crash_on_call=2)
     # Published weights are all zeros: uniform logits, so every token's log-prob is −log V. A restarted
     # actor comes back with the random weights it was built with; had it sampled with them, this fails.
     zeros = {k: torch.zeros_like(v) for k, v in model.state_dict().items()}
-    consumed = []
+    consumed, delivered_before_restart = [], None
+    deadline = time.monotonic() + 240
     try:
-        for version in range(1, 7):
+        for version in itertools.count(1):  # until the restarted actor has delivered twice
+            assert time.monotonic() < deadline, "the crashed actor was not restarted in time"
+            time.sleep(0.1)  # the learner's step: the restart takes seconds, a batch a few milliseconds
             source.publish(zeros, version)
             rollouts, info = source.next_batch(8)
             assert len(rollouts) == 8 and all(r.trajectory.version <= version for r in rollouts)
             consumed += rollouts
+            if source.failed_calls and delivered_before_restart is None:
+                delivered_before_restart = source.delivered_calls[0]
+            if delivered_before_restart is not None and source.delivered_calls[0] >= delivered_before_restart + 2:
+                break
         pending = [e for _, examples, _ in source.in_flight.values() for e in examples]
         pending += [e for examples, _ in source.retry for e in examples]
         pending += [r.example for group in source.ready for r in group]
     finally:
         source.close()
-    assert info["loop/failed_calls"] >= 1  # the injected crash happened
+    assert info["loop/failed_calls"] >= 1  # the injected crash happened, and the restarted actor delivered
+    assert delivered_before_restart is not None and source.delivered_calls[0] >= delivered_before_restart + 2
     per_prompt = {}
     for r in consumed:
         per_prompt.setdefault(r.example.prompt, []).append(r.group_id)
