@@ -81,6 +81,9 @@ class VLLMEngine:
                 "this vLLM has no logprobs_mode='processed_logprobs' (needs ≥ 0.10.2): its log-probs would be "
                 "of the raw logits, not of the sampling distribution"
             ) from error
+        # vLLM's CPU attention checks that its kernels run with the torch thread count it planned with;
+        # a rollout thread starts with the process default, so generate() restores the count seen here.
+        self._threads = torch.get_num_threads()
         self._lock = threading.Lock()
         self._loaded_version = 0
         self._pending: tuple[list[tuple[str, torch.Tensor]], int] | None = None
@@ -132,6 +135,8 @@ class VLLMEngine:
         if not all(len(p) > 0 for p in prompts):
             raise ValueError("every prompt must hold at least one token")
         params = self._params(sampling)
+        if torch.get_num_threads() != self._threads:
+            torch.set_num_threads(self._threads)
         version = self._load_pending()
         requests = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
