@@ -19,7 +19,9 @@ microbatch count must split evenly; :func:`gather_batch` refuses otherwise).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -101,3 +103,29 @@ def all_reduce_sum(value: float, *, data_parallel: bool, device: torch.device | 
     tensor = torch.tensor([value], dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return float(tensor)
+
+
+def init_from_environment(device: str) -> bool:
+    """Join the process group described by ``torchrun``'s environment (``WORLD_SIZE`` > 1); True if joined.
+
+    gloo on CPU, NCCL on CUDA. Without ``WORLD_SIZE`` (or with 1) nothing happens: one learner.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return dist.is_initialized() and world_size() > 1
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return True
+
+
+def broadcast_batch(batch: Any) -> Any:
+    """Rank 0's batch on every rank (``broadcast_object_list``: pickled in memory between the ranks of
+    this job; nothing is read from disk)."""
+    box = [batch if rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def broadcast_parameters(model: torch.nn.Module) -> None:
+    """Make every rank's parameters and buffers rank 0's (after a per-rank warm-up or a resume)."""
+    with torch.no_grad():
+        for tensor in list(model.parameters()) + list(model.buffers()):
+            dist.broadcast(tensor.data, src=0)

@@ -23,6 +23,7 @@ import yaml
 from scale.checkpoint import load_checkpoint, save_checkpoint
 from scale.config import Config, sampling_params, to_dict
 from scale.data import PromptExample, PromptStream, arithmetic_task, load_prompts
+from scale.distributed import broadcast_batch, broadcast_parameters, init_from_environment, rank, shard, world_size
 from scale.engine.base import RolloutEngine, SamplingParams
 from scale.engine.transformers_engine import TransformersEngine
 from scale.learner import Learner
@@ -98,6 +99,8 @@ class Trainer:
         self.config, self.resume = config, resume
         if config.loop.threads is not None:
             torch.set_num_threads(config.loop.threads)
+        self.data_parallel = init_from_environment(config.model.device)
+        self.is_main = rank() == 0  # only rank 0 samples, evaluates, logs and saves
         self.out = Path(config.log.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.model, self.tokenizer = build_model(config)
@@ -110,23 +113,25 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda k: min(1.0, (k + 1) / ramp))
         self.learner = Learner(self.model, self.optimizer, loss_name=t.algo, loss_options=t.loss_options,
                                temperature=r.temperature, microbatch_size=t.microbatch_size,
-                               chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm, max_tokens=r.max_new_tokens)
+                               chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm, max_tokens=r.max_new_tokens,
+                               data_parallel=self.data_parallel)
         self.stream = PromptStream(self.train_examples, seed=config.seed)
         self.group_counter = itertools.count()
         lp = config.loop
         local_engines = 1 if lp.mode == "sync" else 0 if lp.placement == "ray" else lp.num_workers
+        local_engines = local_engines if self.is_main else 0
         self.engines = [build_engine(config, self.model, self.tokenizer, seed=config.seed + 1 + i)
                         for i in range(local_engines)]
         self.eval_engine = TransformersEngine(self.model, self.tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
                                               max_batch_size=config.eval.batch_size, device=config.model.device)
-        self.metrics = MetricsWriter(self.out, tensorboard=config.log.tensorboard)
+        self.metrics = MetricsWriter(self.out, tensorboard=config.log.tensorboard and self.is_main)
         self.summary: dict[str, Any] = {}
 
     # -- evaluation -------------------------------------------------------------------------------
     def evaluate(self) -> dict[str, float]:
-        """Held-out accuracy at the training temperature (and greedy), with fixed random numbers."""
+        """Held-out accuracy at the training temperature (and greedy), with fixed random numbers (rank 0)."""
         examples = self.test_examples[: self.config.eval.num_prompts]
-        if not examples:
+        if not examples or not self.is_main:
             return {}
         self.eval_engine.update_weights(self.model, self.learner.version)
         self.eval_engine.generator.manual_seed(self.config.seed + EVAL_SEED_OFFSET)
@@ -142,6 +147,10 @@ class Trainer:
                                                    batch_size=size)["accuracy"]
         return row
 
+    def _write(self, row: dict[str, Any]) -> None:
+        if self.is_main:
+            self.metrics.write(row)
+
     # -- checkpoints ------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return {
@@ -153,6 +162,8 @@ class Trainer:
         }
 
     def save(self) -> None:
+        if not self.is_main:
+            return
         state = self.state()
         self.group_counter = itertools.count(state["next_group_id"])  # next() above consumed one id
         save_checkpoint(self.out / "checkpoint", state)
@@ -170,7 +181,8 @@ class Trainer:
                 _generator(engine).set_state(generator_state)
         torch.set_rng_state(state["torch_rng"])
         self.summary = dict(state["summary"])
-        self.metrics.truncate_after(self.learner.version)
+        if self.is_main:
+            self.metrics.truncate_after(self.learner.version)
 
     # -- the run ----------------------------------------------------------------------------------
     def run_warmup(self) -> None:
@@ -183,10 +195,12 @@ class Trainer:
                         chunk_size=self.config.train.chunk_size,
                         callback=lambda step, loss: _advance(bar, loss=f"{loss:.3f}"))
         _close(bar)
+        if self.data_parallel:
+            broadcast_parameters(self.model)
         row = {"update": 0, "time/warmup_s": time.perf_counter() - start,
                "warmup/loss": losses[-1] if losses else float("nan"), **self.evaluate()}
         self.summary.update({"warmup_seconds": row["time/warmup_s"], "after_warmup": _eval_part(row)})
-        self.metrics.write(row)
+        self._write(row)
         self.save()
 
     def run(self) -> dict[str, Any]:
@@ -195,13 +209,15 @@ class Trainer:
         if self.resume:
             self.load()
         else:
-            (self.out / "config.yaml").write_text(yaml.safe_dump(to_dict(self.config), sort_keys=False))
+            if self.is_main:
+                (self.out / "config.yaml").write_text(yaml.safe_dump(to_dict(self.config), sort_keys=False))
             self.run_warmup()
-        source = self._source()
+        source = self._source() if self.is_main else None
         try:
             self._train(source)
         finally:
-            source.close()
+            if source is not None:
+                source.close()
             self.metrics.close()
         self.summary.update({"updates": self.learner.version, "seconds_this_process": time.perf_counter() - started,
                              "resumed": self.resume})
@@ -209,7 +225,8 @@ class Trainer:
         initial = self.summary.get("after_warmup", {})
         if "eval/accuracy" in final and "eval/accuracy" in initial:
             self.summary["accuracy_gain"] = final["eval/accuracy"] - initial["eval/accuracy"]
-        (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2))
+        if self.is_main:
+            (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2))
         return self.summary
 
     def _source(self) -> SyncRollouts | AsyncRollouts | RayRollouts:
@@ -232,26 +249,30 @@ class Trainer:
                              prompts_per_call=lp.trajectories_per_call // self.config.group_size,
                              queue_size=lp.queue_size // self.config.group_size)
 
-    def _train(self, source: SyncRollouts | AsyncRollouts | RayRollouts) -> None:
+    def _train(self, source: SyncRollouts | AsyncRollouts | RayRollouts | None) -> None:
+        """The RL updates; with data-parallel learners rank 0 samples and every rank steps on its shard."""
         c = self.config
         bar = _progress(c, c.train.updates, "RL", initial=self.learner.version)
         rl_started = time.perf_counter()
         while self.learner.version < c.train.updates:
-            rollouts, info = source.next_batch(c.train.batch_size)
+            batch = source.next_batch(c.train.batch_size) if source is not None else None
+            rollouts, info = broadcast_batch(batch) if self.data_parallel else batch
             lag = lag_metrics(rollouts, self.learner.version)
             step_started = time.perf_counter()
-            stats = self.learner.step(rollouts)
+            stats = self.learner.step(shard(rollouts, rank(), world_size()) if self.data_parallel else rollouts)
             self.scheduler.step()
-            source.publish(self.model, self.learner.version)
+            if source is not None:
+                source.publish(self.model, self.learner.version)
             k = self.learner.version
             row = {"update": k, **_rollout_metrics(rollouts), **lag, **info, **stats,
                    "time/learner_s": time.perf_counter() - step_started,
-                   "time/elapsed_s": time.perf_counter() - rl_started, "optim/lr": self.scheduler.get_last_lr()[0]}
+                   "time/elapsed_s": time.perf_counter() - rl_started, "optim/lr": self.scheduler.get_last_lr()[0],
+                   "learner/ranks": float(world_size() if self.data_parallel else 1)}
             if k % c.eval.every == 0 or k == c.train.updates:
                 row.update(self.evaluate())
                 if k == c.train.updates:
                     self.summary["final"] = _eval_part(row)
-            self.metrics.write(row)
+            self._write(row)
             _advance(bar, reward=f"{row['rollout/reward']:.2f}", lag=f"{lag['lag/mean']:.1f}",
                      acc=f"{row.get('eval/accuracy', float('nan')):.2f}")
             if (c.log.checkpoint_every and k % c.log.checkpoint_every == 0) or k == c.train.updates:
