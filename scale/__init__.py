@@ -9,12 +9,12 @@ Modules:
 - :mod:`scale.tools` — multi-turn trajectories with a calculator tool;
 - :mod:`scale.logprobs`, :mod:`scale.learner` — chunked sampled-token log-probs and the learner step;
 - :mod:`scale.rollout`, :mod:`scale.loop` — scoring and the synchronous / asynchronous rollout sources;
+- :mod:`scale.ray_rollouts`, :mod:`scale.distributed` — engines as Ray actors; data-parallel learners;
 - :mod:`scale.warmup`, :mod:`scale.trainer`, :mod:`scale.cli` — the supervised warm-up and the run;
 - :mod:`scale.checkpoint`, :mod:`scale.metrics` — atomic checkpoints; CSV/JSONL/TensorBoard metrics.
 
-Left out on purpose (the interfaces are the seams where they plug in): data-parallel learners with
-``torch.distributed``, placement across machines with Ray, reference-policy KL, several optimizer
-steps per batch (they would break FlashREINFORCE's one step per fresh batch).
+Left out on purpose: reference-policy KL, several optimizer steps per batch (they would break
+FlashREINFORCE's one step per fresh batch), sharded optimizers (ZeRO/FSDP).
 
 Start with ``python -m scale train --config scale/configs/tiny_cpu.yaml`` (see ``docs/scale.md``).
 """

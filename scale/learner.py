@@ -5,6 +5,8 @@ FlashREINFORCE the batch is then discarded). The batch may be split into microba
 advantages are computed over the **whole** batch first and every microbatch loss gets the global
 denominators (``num_sequences`` = B, ``num_tokens`` = the batch's policy tokens, ``max_tokens`` = the
 generation budget), so the accumulated gradient equals the full-batch gradient (flashsim invariant 10).
+With ``data_parallel=True`` each rank of a ``torch.distributed`` process group steps on its shard
+and the same holds across ranks (see :mod:`scale.distributed`).
 
 The loss is ``flashsim.losses.get_loss(name)`` unchanged; ``behavior_log_probs`` are the engine's,
 stored at sampling. Left out on purpose: several optimizer steps per batch (PPO epochs; they would
@@ -13,6 +15,7 @@ break FlashREINFORCE's one-step-per-fresh-batch rule), a reference-policy KL, a 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +23,7 @@ from typing import Any
 import torch
 
 from flashsim.losses import ADVANTAGES, LOSSES, get_loss
+from scale.distributed import all_reduce_sum, data_parallel_scale, gather_batch
 from scale.engine.base import Trajectory
 from scale.logprobs import chunked_token_log_probs
 from scale.model import hidden_states
@@ -125,6 +129,17 @@ def _merge_stats(parts: list[dict[str, torch.Tensor]], tokens: list[int]) -> dic
     }
 
 
+class PolicyScorer(torch.nn.Module):
+    """:func:`policy_log_probs` as a module, so that ``DistributedDataParallel`` can wrap the forward pass."""
+
+    def __init__(self, model: Any, *, temperature: float, chunk_size: int) -> None:
+        super().__init__()
+        self.model, self.temperature, self.chunk_size = model, temperature, chunk_size
+
+    def forward(self, batch: PackedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        return policy_log_probs(self.model, batch, temperature=self.temperature, chunk_size=self.chunk_size)
+
+
 class Learner:
     """Holds the trainable model and its optimizer; one :meth:`step` per fresh batch.
 
@@ -138,12 +153,15 @@ class Learner:
         chunk_size: token rows per LM-head chunk.
         max_grad_norm: clip the gradient norm (``None``: no clipping).
         max_tokens: the generation budget, the constant of ``seq_mean_token_sum_norm``.
+        data_parallel: this rank steps on its shard of the batch inside an initialised
+            ``torch.distributed`` process group; gradients are summed over ranks by DDP.
     """
 
     def __init__(
         self, model: Any, optimizer: torch.optim.Optimizer, *, loss_name: str = "flash_reinforce",
         loss_options: dict[str, Any] | None = None, temperature: float = 1.0, microbatch_size: int | None = None,
         chunk_size: int = 512, max_grad_norm: float | None = 1.0, max_tokens: int | None = None,
+        data_parallel: bool = False,
     ) -> None:
         self.loss_fn = get_loss(loss_name)
         self.spec = LOSSES[loss_name]
@@ -152,6 +170,12 @@ class Learner:
         self.temperature, self.chunk_size = temperature, chunk_size
         self.microbatch_size, self.max_grad_norm, self.max_tokens = microbatch_size, max_grad_norm, max_tokens
         self.version = 0
+        self.data_parallel = data_parallel
+        self.scorer: torch.nn.Module = PolicyScorer(model, temperature=temperature, chunk_size=chunk_size)
+        if data_parallel:
+            if not torch.distributed.is_initialized():
+                raise ValueError("data_parallel=True needs torch.distributed.init_process_group(...) first")
+            self.scorer = torch.nn.parallel.DistributedDataParallel(self.scorer)
 
     def step(self, rollouts: Sequence[Rollout]) -> dict[str, float]:
         """One optimizer step on ``rollouts``; returns namespaced metrics. Increments :attr:`version`."""
@@ -159,28 +183,38 @@ class Learner:
         dtype = torch.promote_types(next(self.model.parameters()).dtype, torch.float32)
         rewards = torch.tensor([r.reward for r in rollouts], dtype=dtype, device=device)
         group_ids = torch.tensor([r.group_id for r in rollouts], dtype=torch.long, device=device)
-        advantages = ADVANTAGES[self.spec.advantage](rewards, group_ids)
         num_tokens = sum(r.trajectory.num_actions for r in rollouts)
+        # Advantages and denominators over the global batch (all ranks), then this rank's shard of them.
+        batch_info = gather_batch(rewards, group_ids, num_tokens, data_parallel=self.data_parallel)
+        advantages = ADVANTAGES[self.spec.advantage](batch_info.rewards, batch_info.group_ids)
+        advantages = advantages[batch_info.offset : batch_info.offset + len(rollouts)]
+        scale = data_parallel_scale(self.data_parallel)
         size = self.microbatch_size or len(rollouts)
+        starts = range(0, len(rollouts), size)
         self.model.eval()  # dropout off: the learner must score tokens exactly as the engine sampled them
         self.optimizer.zero_grad(set_to_none=True)
         parts, tokens, entropy_sum, loss_sum = [], [], 0.0, 0.0
-        for start in range(0, len(rollouts), size):
+        for start in starts:
             chunk = rollouts[start : start + size]
             batch = pack([r.trajectory for r in chunk], self._pad_id(), rewards=[r.reward for r in chunk],
                          group_ids=[r.group_id for r in chunk], device=device, dtype=dtype)
-            log_probs, entropies = policy_log_probs(self.model, batch, temperature=self.temperature,
-                                                    chunk_size=self.chunk_size)
-            loss, stats = self.loss_fn(
-                log_probs, batch.behavior_log_probs, batch.rewards, batch.action_mask, batch.group_ids,
-                advantages=advantages[start : start + size], num_sequences=len(rollouts), num_tokens=num_tokens,
-                max_tokens=self.max_tokens or batch.action_mask.shape[1], **self.loss_options,
-            )
-            loss.backward()
+            last = start == starts[-1]
+            with self.scorer.no_sync() if self.data_parallel and not last else contextlib.nullcontext():
+                log_probs, entropies = self.scorer(batch)
+                loss, stats = self.loss_fn(
+                    log_probs, batch.behavior_log_probs, batch.rewards, batch.action_mask, batch.group_ids,
+                    advantages=advantages[start : start + size], num_sequences=batch_info.num_sequences,
+                    num_tokens=batch_info.num_tokens, max_tokens=self.max_tokens or batch.action_mask.shape[1],
+                    **self.loss_options,
+                )
+                (loss * scale).backward()  # × W: DDP's average over ranks becomes the sum
             parts.append(stats)
             tokens.append(int(batch.action_mask.sum()))
             entropy_sum += float(entropies[batch.action_mask].sum())
             loss_sum += float(loss.detach())
+        loss_sum = all_reduce_sum(loss_sum, data_parallel=self.data_parallel, device=device)
+        entropy_sum = all_reduce_sum(entropy_sum, data_parallel=self.data_parallel, device=device)
+        num_tokens = batch_info.num_tokens
         grad_norm = self._clip_gradients()
         self.optimizer.step()
         self.version += 1

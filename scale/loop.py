@@ -12,8 +12,8 @@ flight: a trajectory sampled with weight version v and consumed by the update th
 version k has lag ``k − v``, measured per trajectory and logged. Published weights reach a worker's
 engine at its next call. (Threads suffice on CPU: torch releases the GIL inside its kernels.)
 
-Left out on purpose: processes/Ray placement and data-parallel learners — the same two methods are
-the seam where they plug in.
+The same two methods are offered by :class:`scale.ray_rollouts.RayRollouts`, which puts each engine
+in a Ray actor process (``loop.placement: ray``).
 """
 
 from __future__ import annotations

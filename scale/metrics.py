@@ -18,11 +18,11 @@ COLUMNS = (
     "update",
     "rollout/reward", "rollout/length", "rollout/tool_calls", "rollout/truncation", "rollout/trajectories",
     "rollout/dropped",
-    "lag/mean", "lag/max", "lag/min", "loop/queue_depth", "time/wait_s",
+    "lag/mean", "lag/max", "lag/min", "loop/queue_depth", "loop/failed_calls", "time/wait_s",
     "loss/policy", "grad/norm", "policy/entropy",
     "trust/acceptance_rate", "trust/sequence_kl_mean", "trust/sequence_kl_max", "trust/token_acceptance_rate",
     "trust/clip_fraction", "trust/ratio_mean", "trust/ratio_min", "trust/ratio_max",
-    "time/learner_s", "time/elapsed_s", "optim/lr",
+    "time/learner_s", "time/elapsed_s", "optim/lr", "learner/ranks",
     "eval/accuracy", "eval/length", "eval/tool_calls", "eval/truncation", "eval/accuracy_greedy",
     "time/warmup_s", "warmup/loss",
 )

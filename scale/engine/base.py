@@ -6,8 +6,8 @@ generated token, the log-probability under the distribution it was **actually sa
 behaviour policy μ). The learner never recomputes these; FlashREINFORCE's importance ratios and gate
 compare them with the current policy.
 
-Full-support sampling (temperature only, ``top_p = 1``, ``top_k = 0``) is the default. Truncating
-samplers (top-p, top-k, greedy) sample from a distribution whose support differs from the policy's, so
+Full-support sampling (temperature only, ``top_p = 1``, ``top_k = 0``, ``min_p = 0``) is the default.
+Truncating samplers (top-p, top-k, min-p, greedy) sample from a distribution whose support differs from the policy's, so
 the ratio π/μ is biased (and undefined where μ = 0); :class:`SamplingParams` refuses them unless
 ``allow_truncated_sampling=True`` (evaluation uses that for greedy decoding).
 """
@@ -30,15 +30,20 @@ class SamplingParams:
         temperature: τ ≥ 0; tokens are drawn from softmax(logits / τ).
         top_p: nucleus mass in (0, 1]; 1 keeps the full support.
         top_k: keep the k most likely tokens; 0 keeps all.
+        min_p: keep tokens whose probability is ≥ min_p × the largest; 0 keeps all.
         stop: strings that end generation (the stop string stays in the output; finish reason "stop").
-        allow_truncated_sampling: permit top_p < 1, top_k > 0 or τ = 0 (biases importance ratios).
+        stop_token_ids: token ids that end generation (kept in the output; finish reason "stop"). Engines
+            without a tokenizer (vLLM with ``skip_tokenizer_init``) stop on ids only.
+        allow_truncated_sampling: permit top_p < 1, top_k > 0, min_p > 0 or τ = 0 (biases importance ratios).
     """
 
     max_new_tokens: int = 16
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    min_p: float = 0.0
     stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
     allow_truncated_sampling: bool = False
 
     def __post_init__(self) -> None:
@@ -50,19 +55,26 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1]; got {self.top_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be ≥ 0 (0 disables it); got {self.top_k}")
+        if not 0 <= self.min_p < 1:
+            raise ValueError(f"min_p must be in [0, 1) (0 disables it); got {self.min_p}")
         if self.is_truncated and not self.allow_truncated_sampling:
             raise ValueError(
-                f"truncating sampler (temperature={self.temperature}, top_p={self.top_p}, top_k={self.top_k}) "
-                "refused: it samples outside the policy's support and biases the importance ratio; "
-                "use temperature > 0, top_p=1, top_k=0, or set allow_truncated_sampling=True"
+                f"truncating sampler (temperature={self.temperature}, top_p={self.top_p}, top_k={self.top_k}, "
+                f"min_p={self.min_p}) refused: it samples outside the policy's support and its processed log-probs "
+                "renormalise over the kept mass, which biases the importance ratio; use temperature > 0, top_p=1, "
+                "top_k=0, min_p=0, or set allow_truncated_sampling=True"
             )
         if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
             raise ValueError(f"stop must be a tuple of non-empty strings; got {self.stop!r}")
+        if not isinstance(self.stop_token_ids, tuple) or not all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in self.stop_token_ids
+        ):
+            raise ValueError(f"stop_token_ids must be a tuple of token ids (ints ≥ 0); got {self.stop_token_ids!r}")
 
     @property
     def is_truncated(self) -> bool:
         """True if the sampler does not draw from the full tempered softmax."""
-        return self.temperature == 0 or self.top_p < 1 or self.top_k > 0
+        return self.temperature == 0 or self.top_p < 1 or self.top_k > 0 or self.min_p > 0
 
 
 @dataclass

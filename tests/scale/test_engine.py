@@ -85,6 +85,25 @@ def test_finish_reasons_eos_stop_and_length(float64_model, tokenizer):
     assert {t.finish_reason for t in trajectories} >= {"stop", "length"}
 
 
+def test_stop_token_ids_end_generation_with_reason_stop(float64_model, tokenizer):
+    engine = TransformersEngine(float64_model, tokenizer, seed=0)
+    one = tokenizer.token_id("1")
+    trajectories = engine.generate(_prompt_ids(tokenizer) * 8, SamplingParams(max_new_tokens=6, stop_token_ids=(one,)))
+    stopped = [t for t in trajectories if t.finish_reason == "stop"]
+    assert stopped and all(t.token_ids[-1] == one and t.token_ids.count(one) == 1 for t in stopped)
+
+
+def test_min_p_keeps_tokens_within_a_factor_of_the_most_likely_and_renormalises():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 10, generator=g, dtype=torch.float64)
+    tokens, log_probs = sample_tokens(logits, SamplingParams(min_p=0.3, allow_truncated_sampling=True), g)
+    probs = torch.softmax(logits, -1)
+    kept = probs >= 0.3 * probs.max(-1, keepdim=True).values
+    assert bool(kept.gather(-1, tokens[:, None]).all())
+    expected = torch.log(probs.gather(-1, tokens[:, None]).squeeze(-1) / (probs * kept).sum(-1))
+    torch.testing.assert_close(log_probs, expected)
+
+
 def test_sample_tokens_records_the_log_prob_of_the_sampling_distribution():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(64, 10, generator=g, dtype=torch.float64)
@@ -98,8 +117,8 @@ def test_sample_tokens_records_the_log_prob_of_the_sampling_distribution():
     torch.testing.assert_close(log_probs, expected)
 
 
-@pytest.mark.parametrize("params", [dict(top_p=0.9), dict(top_k=5), dict(temperature=0.0)],
-                         ids=["top-p", "top-k", "greedy"])
+@pytest.mark.parametrize("params", [dict(top_p=0.9), dict(top_k=5), dict(min_p=0.1), dict(temperature=0.0)],
+                         ids=["top-p", "top-k", "min-p", "greedy"])
 def test_truncating_samplers_are_refused_unless_explicitly_allowed(params):
     with pytest.raises(ValueError, match="biases the importance ratio"):
         SamplingParams(**params)
@@ -107,8 +126,11 @@ def test_truncating_samplers_are_refused_unless_explicitly_allowed(params):
 
 
 @pytest.mark.parametrize("params, message", [(dict(max_new_tokens=0), "max_new_tokens"),
-                                             (dict(top_p=0.0), "top_p"), (dict(stop="x"), "stop")],
-                         ids=["no-tokens", "zero-top-p", "stop-not-tuple"])
+                                             (dict(top_p=0.0), "top_p"), (dict(stop="x"), "stop"),
+                                             (dict(min_p=1.0), "min_p"), (dict(stop_token_ids=[3]), "stop_token_ids"),
+                                             (dict(stop_token_ids=(-1,)), "stop_token_ids")],
+                         ids=["no-tokens", "zero-top-p", "stop-not-tuple", "min-p-one", "stop-ids-list",
+                              "negative-stop-id"])
 def test_bad_sampling_params_raise_value_errors(params, message):
     with pytest.raises(ValueError, match=message):
         SamplingParams(**params)

@@ -1,0 +1,69 @@
+"""One rank of the data-parallel gradient test (run by tests/scale/test_data_parallel.py, not by pytest).
+
+Usage: ``python data_parallel_worker.py RANK WORLD_SIZE PORT OUT_JSON``. Every rank builds the same
+float64 tiny model and the same 8 rollouts, computes the single-process full-batch gradient, then the
+data-parallel gradient on its shard, for FlashREINFORCE and GRPO × 1 or 2 microbatches per shard, and
+writes the largest absolute difference of each case to ``OUT_JSON``.
+"""
+
+import copy
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from scale.distributed import shard
+from scale.engine import SamplingParams, TransformersEngine
+from scale.learner import Learner, Rollout
+from scale.model import build_tiny_model
+from scale.tokenizer import CharTokenizer
+
+REWARDS = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+GROUP_IDS = [0, 1, 0, 1, 0, 1, 0, 1]
+"""Groups interleaved so that each group straddles both shards: per-shard advantages would be wrong."""
+
+
+def _rollouts(model, tokenizer):
+    engine = TransformersEngine(model, tokenizer, seed=0)
+    prompts = [tokenizer.encode_prompt(f"{g}*{g + 3}=") for g in GROUP_IDS]
+    trajectories = engine.generate(prompts, SamplingParams(max_new_tokens=6))
+    return [Rollout(t, None, r, g, "") for t, r, g in zip(trajectories, REWARDS, GROUP_IDS)]
+
+
+def _gradient(model, rollouts, algo, microbatch_size, data_parallel):
+    model = copy.deepcopy(model)
+    learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.0), loss_name=algo, max_grad_norm=None,
+                      microbatch_size=microbatch_size, data_parallel=data_parallel)
+    learner.step(rollouts)
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def main() -> None:
+    rank, world, port, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    tokenizer = CharTokenizer()
+    model = build_tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=0)
+    model = model.double()
+    rollouts = _rollouts(model, tokenizer)
+    local = shard(rollouts, rank, world)
+    result = {}
+    for algo in ("flash_reinforce", "grpo"):
+        reference = _gradient(model, rollouts, algo, None, data_parallel=False)
+        for microbatches in (1, 2):
+            size = len(local) // microbatches
+            gradient = _gradient(model, local, algo, size, data_parallel=True)
+            result[f"{algo}/microbatches={microbatches}"] = {
+                "max_abs_diff": float((gradient - reference).abs().max()),
+                "reference_norm": float(reference.norm()),
+            }
+    dist.destroy_process_group()
+    with open(out, "w") as handle:
+        json.dump(result, handle)
+
+
+if __name__ == "__main__":
+    main()
