@@ -230,7 +230,9 @@ def test_every_registered_loss_runs_and_returns_detached_stats():
     current, behavior, rewards, mask = make_batch(drift=0.08)
     groups = torch.tensor([0, 0, 1, 1, 2, 2])
     for name in LOSSES:
-        loss, stats = get_loss(name)(current, behavior, rewards, mask, groups)
+        needs = get_loss(name).spec.needs_entropies
+        extra = {"entropies": torch.where(mask, -behavior, 0.0), "failures": rewards <= 0} if needs else {}
+        loss, stats = get_loss(name)(current, behavior, rewards, mask, groups, **extra)
         assert torch.isfinite(loss), name
         assert all(not v.requires_grad for v in stats.values()), name
         assert {"advantages", "sequence_kl", "admitted", "acceptance_rate", "ess", "clip_fraction"} <= stats.keys()
