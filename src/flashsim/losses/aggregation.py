@@ -83,7 +83,7 @@ def token_weights(
     """
     check_choice("aggregation", mode, AGGREGATIONS)
     batch, width = action_mask.shape
-    lengths = action_mask.sum(dim=1).to(dtype)
+    lengths = torch.count_nonzero(action_mask, dim=1).to(dtype)
     sequences = batch if num_sequences is None else check_count("num_sequences", num_sequences, at_least=batch)
     tokens = lengths.sum() if num_tokens is None else check_count("num_tokens", num_tokens, at_least=0)
     budget = width if max_tokens is None else check_count("max_tokens", max_tokens, at_least=0)

@@ -25,7 +25,6 @@ from flashsim.losses import _checks as checks
 from flashsim.losses.aggregation import AGGREGATIONS, aggregate
 from flashsim.losses.corrections import CORRECTION_TERMS, CORRECTIONS, Settings, Terms, Tokens
 from flashsim.losses.trust_region import (
-    effective_sample_size,
     log_importance_ratio,
     masked,
     negative_token_filter,
@@ -132,8 +131,9 @@ def policy_loss(
 def _stats(loss: Tensor, x: Tokens, terms: Terms, mask: Tensor, num_clamped: Tensor) -> dict[str, Tensor]:
     """The detached diagnostics of one call (keys documented in :func:`policy_loss`)."""
     dtype = x.ratio.dtype
-    num_tokens = mask.sum().to(dtype)
-    ess = effective_sample_size(x.ratio, mask)  # Kish's (Σρ)² / Σρ² over policy tokens
+    num_tokens = torch.count_nonzero(mask).to(dtype)
+    on_policy = masked(x.ratio, mask)  # ρ on policy tokens, 0 on padding
+    ess = on_policy.sum() ** 2 / (on_policy * on_policy).sum()  # Kish's ESS, as effective_sample_size
     return {
         "loss": loss.detach(),
         "advantages": x.advantages,
@@ -141,13 +141,13 @@ def _stats(loss: Tensor, x: Tokens, terms: Terms, mask: Tensor, num_clamped: Ten
         "admitted": terms.admitted,
         "token_kept": terms.kept,
         "acceptance_rate": terms.admitted.to(dtype).mean(),
-        "token_acceptance_rate": terms.kept.sum().to(dtype) / num_tokens,
+        "token_acceptance_rate": torch.count_nonzero(terms.kept).to(dtype) / num_tokens,
         "ess": ess,
         "ess_fraction": ess / num_tokens,
-        "clip_fraction": terms.clipped.sum().to(dtype) / num_tokens,
+        "clip_fraction": torch.count_nonzero(terms.clipped).to(dtype) / num_tokens,
         "ratio_min": masked(x.ratio, mask, torch.inf).min(),
-        "ratio_mean": masked(x.ratio, mask).sum() / num_tokens,
-        "ratio_max": masked(x.ratio, mask).max(),  # ratios are ≥ 0: the zeros on padding never win
+        "ratio_mean": on_policy.sum() / num_tokens,
+        "ratio_max": on_policy.max(),  # ratios are ≥ 0: the zeros on padding never win
         "num_log_ratio_clamped": num_clamped,
     }
 

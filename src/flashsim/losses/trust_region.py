@@ -23,7 +23,7 @@ KL_PROB_CLAMP = 1e-6
 
 def masked(values: Tensor, action_mask: Tensor, fill: float = 0.0) -> Tensor:
     """``values`` on policy tokens, ``fill`` on padding (NaN-safe)."""
-    return torch.where(action_mask, values, torch.full_like(values, fill))
+    return torch.where(action_mask, values, fill)
 
 
 def log_importance_ratio(
@@ -45,7 +45,7 @@ def log_importance_ratio(
     log_ratio = masked(log_probs.detach() - behavior_log_probs.detach(), action_mask)
     if clamp is None:
         return log_ratio, torch.zeros((), dtype=torch.long, device=log_ratio.device)
-    num_clamped = (log_ratio.abs() > clamp).sum()
+    num_clamped = torch.count_nonzero(log_ratio.abs() > clamp)
     return log_ratio.clamp(-clamp, clamp), num_clamped
 
 
@@ -87,7 +87,7 @@ def sequence_mean(values: Tensor, action_mask: Tensor) -> Tensor:
         ``[B, T]`` values and mask in, ``[B]`` out. Rows without policy tokens give NaN (the loss
         validates that every row has at least one).
     """
-    counts = action_mask.sum(dim=1).to(values.dtype)
+    counts = torch.count_nonzero(action_mask, dim=1).to(values.dtype)
     return masked(values, action_mask).sum(dim=1) / counts
 
 
@@ -111,7 +111,7 @@ def negative_token_filter(
     tensor([[False,  True, False, False],
             [ True,  True,  True,  True]])
     """
-    lengths = action_mask.sum(dim=1)
+    lengths = torch.count_nonzero(action_mask, dim=1)
     keep_count = torch.ceil(fraction * lengths.to(torch.float64))  # ⌈q · T_i⌉, as math.ceil(q * T_i)
     # rank_it: position of token t when row i's policy tokens are sorted by entropy, highest first
     # (stable: ties keep their order); padding sorts last.
