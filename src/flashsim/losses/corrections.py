@@ -36,13 +36,13 @@ from torch import Tensor
 class Settings:
     """The hyperparameters of the corrections, already validated."""
 
-    delta: float = 3e-3
-    importance_sampling: bool = True
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    tis_cap: float = 2.0
-    ratio_bounds: tuple[float, float] = (0.5, 2.0)
-    log_ratio_clamp: float | None = None
+    delta: float  # δ of the gates
+    importance_sampling: bool  # weight REINFORCE-style terms by ρ (else by 1)
+    clip_low: float  # ε_low of PPO's clip
+    clip_high: float  # ε_high of PPO's clip
+    tis_cap: float  # C of truncated IS
+    ratio_bounds: tuple[float, float]  # the band of ratio_mask
+    log_ratio_clamp: float | None  # the cap on |log ρ|, or None
 
 
 class Tokens(NamedTuple):

@@ -101,8 +101,7 @@ def policy_loss(
     checks.check_per_trajectory("advantages", advantages, log_probs)
     checks.check_choice("correction", correction, CORRECTIONS)
     checks.check_choice("aggregation", aggregation, AGGREGATIONS)
-    settings = _settings(correction, delta, importance_sampling, clip_eps, clip_eps_high, tis_cap, ratio_bounds,
-                         log_ratio_clamp)
+    settings = _settings(delta, importance_sampling, clip_eps, clip_eps_high, tis_cap, ratio_bounds, log_ratio_clamp)
     _check_filter(negative_token_fraction, entropies, failures, log_probs)
     if validate:
         _check_values(log_probs, behavior_log_probs, action_mask, advantages, entropies)
@@ -153,23 +152,19 @@ def _stats(loss: Tensor, x: Tokens, terms: Terms, mask: Tensor, num_clamped: Ten
 
 
 def _settings(
-    correction: str, delta: float, importance_sampling: bool, clip_eps: float, clip_eps_high: float | None,
-    tis_cap: float, ratio_bounds: tuple[float, float], log_ratio_clamp: float | None,
+    delta: float, importance_sampling: bool, clip_eps: float, clip_eps_high: float | None, tis_cap: float,
+    ratio_bounds: tuple[float, float], log_ratio_clamp: float | None,
 ) -> Settings:
-    """The validated :class:`Settings`; a hyperparameter is checked where its correction uses it."""
-    if correction in ("sequence_gate", "token_gate"):
-        checks.check_number("delta", delta, low=0.0)
-    if correction == "ppo_clip":
-        checks.check_number("clip_eps", clip_eps, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
-        if clip_eps_high is not None:
-            checks.check_number("clip_eps_high", clip_eps_high, low=0.0, low_inclusive=False)
-    if correction == "truncated_is":
-        checks.check_number("tis_cap", tis_cap, low=0.0, low_inclusive=False)
-    if correction == "ratio_mask":
-        if not (isinstance(ratio_bounds, tuple) and len(ratio_bounds) == 2):
-            raise TypeError(f"ratio_bounds must be a (low, high) tuple, got {ratio_bounds!r}")
-        low = checks.check_number("ratio_bounds[0]", ratio_bounds[0], low=0.0)
-        checks.check_number("ratio_bounds[1]", ratio_bounds[1], low=low)
+    """The validated :class:`Settings` (every hyperparameter, whichever correction uses it)."""
+    checks.check_number("delta", delta, low=0.0)
+    checks.check_number("clip_eps", clip_eps, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+    if clip_eps_high is not None:
+        checks.check_number("clip_eps_high", clip_eps_high, low=0.0, low_inclusive=False)
+    checks.check_number("tis_cap", tis_cap, low=0.0, low_inclusive=False)
+    if not (isinstance(ratio_bounds, tuple) and len(ratio_bounds) == 2):
+        raise TypeError(f"ratio_bounds must be a (low, high) tuple, got {ratio_bounds!r}")
+    low = checks.check_number("ratio_bounds[0]", ratio_bounds[0], low=0.0)
+    checks.check_number("ratio_bounds[1]", ratio_bounds[1], low=low)
     if log_ratio_clamp is not None:
         checks.check_number("log_ratio_clamp", log_ratio_clamp, low=0.0, low_inclusive=False)
     clip_high = clip_eps if clip_eps_high is None else clip_eps_high
