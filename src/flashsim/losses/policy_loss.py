@@ -109,19 +109,19 @@ def policy_loss(
     mask = action_mask
     log_pi = masked(log_probs.to(dtype), mask)  # [B, T], carries the graph; 0 on padding
     log_mu = masked(behavior_log_probs.detach().to(dtype), mask)
-    log_ratio, num_clamped = log_importance_ratio(log_pi, log_mu, mask, clamp=log_ratio_clamp)
-    token_kl = sampled_action_kl(log_pi, log_mu, mask)
-    eligible = mask
+    log_ratio, num_clamped = log_importance_ratio(log_pi, log_mu, mask, clamp=log_ratio_clamp)  # log ρ, detached
+    token_kl = sampled_action_kl(log_pi, log_mu, mask)  # d_it
+    eligible = mask  # tokens a correction may keep: all, or a failed row's top-entropy ones
     if negative_token_fraction < 1:
         eligible = negative_token_filter(entropies, failures, mask, negative_token_fraction)
     tokens = Tokens(
         log_probs=log_pi, behavior_log_probs=log_mu, ratio=log_ratio.exp(), token_kl=token_kl,
         sequence_kl=sequence_mean(token_kl, mask), advantages=advantages.detach().to(dtype), eligible=eligible,
     )
-    terms = CORRECTION_TERMS[correction](tokens, settings)
+    terms = CORRECTION_TERMS[correction](tokens, settings)  # J_it and the kept tokens
     if validate:
         _check_overflow(tokens.ratio, terms.kept)
-    loss = -aggregate(
+    loss = -aggregate(  # L = −Σ_i u_i Σ_t J_it
         terms.objective, mask, aggregation, num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens
     )
     return loss, _stats(loss, tokens, terms, mask, num_clamped)
