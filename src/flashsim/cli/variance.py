@@ -20,6 +20,8 @@ from pathlib import Path
 import torch
 
 from flashsim.sim.config import field_help
+from flashsim.testing import ALGORITHMS, CONVENTIONS
+from flashsim.testing.conventions import load_function
 from flashsim.variance.plots import plot_metrics, plot_split
 from flashsim.variance.sweep import SweepConfig, run_sweep
 
@@ -73,6 +75,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             flag, dest=name, type=kind, default=default, metavar="A,B,..." if is_list else None,
             help=f"{helps[name]} [default: {shown}]",
         )
+    parser.add_argument("--loss", action="append", default=[], metavar="MODULE:FUNCTION",
+                        help="a loss function of yours to measure next to the estimators (repeatable)")
+    parser.add_argument("--loss-algorithm", choices=ALGORITHMS, default="flash_reinforce",
+                        help="the algorithm --loss implements (grpo: grouped batches) [default: flash_reinforce]")
+    parser.add_argument("--loss-convention", choices=tuple(CONVENTIONS), default="flashsim",
+                        help="how --loss is called (see flashsim check-loss) [default: flashsim]")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the CSV and plots")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -83,15 +91,17 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     try:
         config = SweepConfig(**{f.name: getattr(args, f.name) for f in fields(SweepConfig)})
+        user_losses = {spec: (load_function(spec), args.loss_algorithm, args.loss_convention) for spec in args.loss}
         args.out.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        rows = run_sweep(config, progress=None if args.quiet else _progress)
-    except (ValueError, TypeError) as error:
+        rows = run_sweep(config, progress=None if args.quiet else _progress, user_losses=user_losses)
+    except (ImportError, ValueError, TypeError) as error:
         print(f"flashsim variance: error: {error}", file=sys.stderr)
         return 2
     elapsed = time.perf_counter() - started
     write_csv(rows, args.out / "variance.csv")
-    (args.out / "config.json").write_text(json.dumps({**asdict(config), "seconds": elapsed}, indent=2) + "\n")
+    losses = {"loss": args.loss, "loss_algorithm": args.loss_algorithm, "loss_convention": args.loss_convention}
+    (args.out / "config.json").write_text(json.dumps({**asdict(config), **losses, "seconds": elapsed}, indent=2) + "\n")
     title = f"{config.env}, {config.policy} policy, M = {config.batches} batches, δ = {config.delta}"
     plot_metrics(rows, args.out / "vs_lag.png", x="lag", title=title)
     plot_metrics(rows, args.out / "vs_budget.png", x="budget", title=title)

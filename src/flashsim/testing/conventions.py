@@ -41,7 +41,9 @@ Shape:
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -191,5 +193,26 @@ def shard_of(algorithm: str, batch: LossBatch, rows: Tensor, *, eps: float = 1e-
     return batch.select(rows), shard
 
 
+def load_function(spec: str) -> Callable:
+    """The callable named by ``"package.module:function"`` (imported; the working directory is importable).
+
+    This runs the module's code, as ``python -c "import module"`` would: pass only your own modules.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"expected MODULE:FUNCTION (e.g. my_trainer.losses:policy_loss), got {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # the console script does not put the working directory on the path
+    module = importlib.import_module(module_name)
+    fn = module
+    for part in attribute.split("."):
+        if not hasattr(fn, part):
+            raise ValueError(f"{module_name} has no attribute {attribute!r}")
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise TypeError(f"{spec} is a {type(fn).__name__}, not a function")
+    return fn
+
+
 __all__ = ["ALGORITHMS", "CONVENTIONS", "Convention", "Shard", "ShardContractError", "algorithm_advantages",
-           "get_convention", "shard_of"]
+           "get_convention", "load_function", "shard_of"]

@@ -7,12 +7,13 @@ cells, so differences between lags or estimators are not differences of luck in 
 Single-rollout estimators ignore the group size (their rows have ``config/group_size`` 1).
 
 An estimator is a registry name, or ``NAME:groups`` to sample grouped batches for an estimator that
-does not need them (``rloo:groups`` is RLOO with a leave-one-out baseline among G siblings).
+does not need them (``rloo:groups`` is RLOO with a leave-one-out baseline among G siblings). User
+loss functions (``flashsim variance --loss MODULE:FUNCTION``) are measured after them at every lag.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from flashsim.losses import LOSSES, get_loss
@@ -96,24 +97,29 @@ def sweep_cells(config: SweepConfig) -> list[dict[str, object]]:
 
 
 def run_sweep(
-    config: SweepConfig, progress: Callable[[int, int, dict[str, object]], None] | None = None
+    config: SweepConfig, progress: Callable[[int, int, dict[str, object]], None] | None = None,
+    user_losses: Mapping[str, tuple[Callable, str, str]] | None = None,
 ) -> list[dict[str, object]]:
     """Measure every cell; return one flat row per cell (``config/…``, ``grad/…``, ``trust/…`` keys).
 
-    ``progress(done, total, row)`` is called after each cell (the CLI prints a line).
+    ``progress(done, total, row)`` is called after each cell (the CLI prints a line). ``user_losses``
+    maps a label to ``(function, algorithm, convention)``: each is measured at every lag and budget
+    (grpo ones at every group size), after the registry estimators.
     """
     tables = build_tables(config.env)
     start = make_policy(config.policy, tables)
     learner, behaviors = lagged_policies(
         tables, start, steps=config.steps, lags=sorted(set(config.lags)), step_size=config.step_size
     )
-    cells = sweep_cells(config)
+    cells = sweep_cells(config) + _user_cells(config, user_losses or {})
     rows = []
     for index, cell in enumerate(cells):
+        options = {"delta": config.delta} if isinstance(cell["estimator"], str) else {
+            "algorithm": cell["algorithm"], "convention": cell["convention"]}
         report = measure_gradient(
             tables, learner, estimator=cell["estimator"], budget=cell["budget"], num_batches=config.batches,
             seed=config.seed, group_size=cell["group_size"], behavior_policy=behaviors[cell["lag"]],
-            delta=config.delta, grouped=cell["grouped"], replicates=config.replicates, bootstrap=config.bootstrap,
+            grouped=cell["grouped"], replicates=config.replicates, bootstrap=config.bootstrap, **options,
         )
         row = {"config/env": config.env, "config/policy": config.policy, "config/lag": cell["lag"],
                "config/label": cell["label"], **report.to_dict()}
@@ -121,6 +127,18 @@ def run_sweep(
         if progress is not None:
             progress(index + 1, len(cells), row)
     return rows
+
+
+def _user_cells(config: SweepConfig, user_losses: Mapping[str, tuple[Callable, str, str]]) -> list[dict]:
+    cells = []
+    for lag in config.lags:
+        for label, (fn, algorithm, convention) in user_losses.items():
+            grouped = algorithm == "grpo"
+            for budget in config.budgets:
+                for group_size in config.group_sizes if grouped else (1,):
+                    cells.append(dict(label=label, estimator=fn, grouped=grouped, lag=lag, budget=budget,
+                                      group_size=group_size, algorithm=algorithm, convention=convention))
+    return cells
 
 
 def series_label(row: dict[str, object], varying: Sequence[str] = ()) -> str:
