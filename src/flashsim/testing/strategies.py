@@ -449,6 +449,6 @@ def random_loss_batch(
 
 __all__ = [
     "FLOAT_DTYPES", "LAYOUTS", "LOSS_FUNCTIONS", "LossBatch", "PADDING_JUNK", "aggregations", "evaluate_loss",
-    "filter_inputs",
-    "evaluate_sharded_loss", "global_advantages", "loss_batches", "loss_names", "random_loss_batch", "shard_sizes",
+    "evaluate_sharded_loss", "filter_inputs", "global_advantages", "loss_batches", "loss_names",
+    "random_loss_batch", "shard_sizes",
 ]
