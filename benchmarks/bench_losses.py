@@ -1,44 +1,70 @@
-"""Benchmark of the loss core: forward + backward of ``flash_reinforce_loss`` and ``grpo_loss`` on CPU.
+"""Benchmark of the loss core: the formula-first loss against the previous (fused) one, and its share of a step.
 
-Compares the library (``validate=True`` and ``validate=False``) with
+Three parts, each a subcommand:
 
-(a) ``naive``: a straightforward op-by-op eager implementation of the same formula, written here
-    with plain PyTorch autograd (ratio, Bernoulli KL, gate or clip, masked mean, loss, backward);
-(b) ``floor``: one read + write pass over the same input bytes (cloning log-probs, behaviour
-    log-probs, mask and rewards) — no loss can be computed faster than its inputs can be read.
+``loss``
+    Forward + backward of ``flash_reinforce_loss`` and ``grpo_loss`` on a [B, T] float32 batch, for
+    the loss as it is now ("formula": plain autograd, op by op) and as it was at ``--previous``
+    ("previous": the fused token pass with a closed-form gradient, commit 49f9756), both with
+    ``validate=True`` and ``False``, in the same run. The previous package is read with
+    ``git show <commit>:src/flashsim/losses/...`` into a temporary directory and imported under another
+    name. Before timing, both are checked equal in float64 (loss and gradient to 1e-10 relative).
+``sim``
+    The simulator (PromptBandit, FlashREINFORCE, B = 128, lag 0, tabular policy): learner updates
+    per CPU-second with either loss, and the loss's share of an update.
+``scale``
+    The tiny ``scale/`` model (character Llama, hidden 128, 2 layers; B = 64 rollouts of up to 24
+    tokens): the loss's share of one ``scale.learner.Learner.step``.
 
-Targets (issue 2, item 6): library ≥ 3× faster than (a), and ≤ 15× the floor. The figures, what was
-tried and why the targets are missed on the 2-core CPU: docs/performance.md, "Loss core".
+The loss's share of a step: a wrapper around the learner's ``loss_fn`` times the loss's forward and,
+separately, its backward alone (``torch.autograd.grad(loss, log_probs)``, graph retained); the share
+is (forward + backward) / (step − that extra backward). CPU time is ``time.process_time``.
 
-Usage::
+Usage (repo root)::
 
-    python benchmarks/bench_losses.py                     # [128, 4096] float32, torch's default threads
-    python benchmarks/bench_losses.py --repeats 50 --threads 1
+    python benchmarks/bench_losses.py loss --threads 1
+    python benchmarks/bench_losses.py sim
+    python benchmarks/bench_losses.py scale
 
-The variants are timed round-robin (a few consecutive calls of each per round), so that load from
-other processes on a shared machine slows every variant alike; the table reports medians of wall and
-CPU time. Before timing, the library's loss and gradient are checked against the naive implementation.
-
-Data: B trajectories of unequal length (policy tokens fill about half of the [B, T] slots, padding
-holds NaN), behaviour log-probs of a Bernoulli-logit model of confident LLM tokens, and a current
-policy drifted by a small per-trajectory amount in logit space, so that most trajectories pass
-FlashREINFORCE's gate (δ = 3e-3) and GRPO clips a few tokens. GRPO uses groups of 8.
+Variants are timed round-robin so that load from other processes slows each alike; tables report
+medians. Figures and what they mean: docs/performance.md, "Loss core".
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import torch
 from torch import Tensor
 
-from flashsim.losses import flash_reinforce_loss, grpo_loss
+import flashsim.losses as formula
 
-KL_PROB_CLAMP = 1e-6  # the same clamp as flashsim.losses.trust_region (p, q ∈ [1e-6, 1 − 1e-6])
+ROOT = Path(__file__).resolve().parents[1]
+PREVIOUS = "49f9756"  # the last commit with the fused token pass (_token_pass.py, ClosedFormGradient)
+
+
+def previous_losses(commit: str) -> ModuleType:
+    """``flashsim.losses`` as of ``commit``, imported as ``flashsim_previous_losses`` from a temp dir."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+
+    package = Path(tempfile.mkdtemp(prefix="flashsim_previous_")) / "flashsim_previous_losses"
+    package.mkdir()
+    for path in git("ls-tree", "--name-only", commit, "src/flashsim/losses/").split():
+        text = git("show", f"{commit}:{path}").replace("flashsim.losses", "flashsim_previous_losses")
+        (package / Path(path).name).write_text(text)
+    sys.path.insert(0, str(package.parent))
+    return importlib.import_module("flashsim_previous_losses")
 
 
 def make_batch(batch: int, tokens: int, *, seed: int = 0, group_size: int = 8) -> dict[str, Tensor]:
@@ -66,89 +92,29 @@ def make_batch(batch: int, tokens: int, *, seed: int = 0, group_size: int = 8) -
     }
 
 
-def naive_flash_reinforce(
-    log_probs: Tensor, behavior_log_probs: Tensor, rewards: Tensor, action_mask: Tensor, delta: float = 3e-3
-) -> Tensor:
-    """FlashREINFORCE's loss written op by op, the way one would write it first (plain autograd)."""
-    advantages = rewards - rewards.mean()
-    lp = torch.where(action_mask, log_probs, 0.0)
-    blp = torch.where(action_mask, behavior_log_probs, 0.0)
-    ratio = torch.exp(lp.detach() - blp)
-    p = torch.exp(blp).clamp(KL_PROB_CLAMP, 1 - KL_PROB_CLAMP)
-    q = torch.exp(lp.detach()).clamp(KL_PROB_CLAMP, 1 - KL_PROB_CLAMP)
-    kl = p * (torch.log(p) - torch.log(q)) + (1 - p) * (torch.log1p(-p) - torch.log1p(-q))
-    lengths = action_mask.sum(dim=1)
-    sequence_kl = torch.where(action_mask, kl, 0.0).sum(dim=1) / lengths
-    admitted = sequence_kl <= delta
-    per_trajectory = torch.where(action_mask, ratio * lp, 0.0).sum(dim=1) / lengths
-    return -(admitted * advantages * per_trajectory).mean()
-
-
-def naive_grpo(
-    log_probs: Tensor, old_log_probs: Tensor, rewards: Tensor, action_mask: Tensor, group_ids: Tensor,
-    clip_eps: float = 0.2,
-) -> Tensor:
-    """GRPO's loss written op by op: group-normalised advantages, PPO clip, token mean."""
-    groups = int(group_ids.max()) + 1
-    sizes = torch.bincount(group_ids, minlength=groups).to(rewards.dtype)
-    mean = torch.zeros(groups).index_add_(0, group_ids, rewards) / sizes
-    centered = rewards - mean[group_ids]
-    std = torch.sqrt(torch.zeros(groups).index_add_(0, group_ids, centered**2) / (sizes - 1))
-    advantages = (centered / (std[group_ids] + 1e-6))[:, None]
-    log_ratio = torch.where(action_mask, log_probs - old_log_probs, 0.0)
-    ratio = torch.exp(log_ratio)
-    surrogate = torch.minimum(ratio * advantages, ratio.clamp(1 - clip_eps, 1 + clip_eps) * advantages)
-    return -torch.where(action_mask, surrogate, 0.0).sum() / action_mask.sum()
-
-
-def forward_backward(loss_fn: Callable[[Tensor], Tensor], leaf: Tensor) -> Callable[[], None]:
-    """A no-argument step: clear the gradient, compute the loss from ``leaf``, backpropagate."""
-
-    def step() -> None:
-        leaf.grad = None
-        loss_fn(leaf).backward()
-
-    return step
-
-
-def cases(data: dict[str, Tensor]) -> dict[str, Callable[[], None]]:
-    """Every timed variant by name; each closure does one full forward + backward (or the floor copy)."""
+def loss_calls(module: ModuleType, data: dict[str, Tensor]) -> dict[str, Callable[[Tensor], tuple]]:
+    """``flash`` and ``grpo`` of ``module`` as functions of the log-probs (validate passed on)."""
     blp, rewards, mask, groups = (data[k] for k in ("behavior_log_probs", "rewards", "action_mask", "group_ids"))
-    leaf = data["log_probs"].clone().requires_grad_(True)
-
-    def library(fn: Callable, *extra, validate: bool) -> Callable[[], None]:
-        return forward_backward(lambda lp: fn(lp, blp, rewards, mask, *extra, validate=validate)[0], leaf)
-
-    def floor() -> None:
-        for key in ("log_probs", "behavior_log_probs", "action_mask", "rewards"):
-            data[key].clone()
-
     return {
-        "floor": floor,
-        "flash naive": forward_backward(lambda lp: naive_flash_reinforce(lp, blp, rewards, mask), leaf),
-        "flash validate=True": library(flash_reinforce_loss, validate=True),
-        "flash validate=False": library(flash_reinforce_loss, validate=False),
-        "grpo naive": forward_backward(lambda lp: naive_grpo(lp, blp, rewards, mask, groups), leaf),
-        "grpo validate=True": library(grpo_loss, groups, validate=True),
-        "grpo validate=False": library(grpo_loss, groups, validate=False),
+        "flash": lambda lp, **o: module.flash_reinforce_loss(lp, blp, rewards, mask, **o),
+        "grpo": lambda lp, **o: module.grpo_loss(lp, blp, rewards, mask, groups, **o),
     }
 
 
-def check_against_naive(data: dict[str, Tensor]) -> dict[str, float]:
-    """Assert the library's loss and gradient equal the naive ones (float32 tolerance); return stats."""
-    blp, rewards, mask, groups = (data[k] for k in ("behavior_log_probs", "rewards", "action_mask", "group_ids"))
-    pairs = {
-        "flash": (lambda lp: flash_reinforce_loss(lp, blp, rewards, mask), naive_flash_reinforce, ()),
-        "grpo": (lambda lp: grpo_loss(lp, blp, rewards, mask, groups), naive_grpo, (groups,)),
-    }
+def check_equal(previous: ModuleType, data: dict[str, Tensor]) -> dict[str, float]:
+    """Both losses agree in float64 (loss and gradient, 1e-10 relative); returns acceptance and clip stats."""
+    data64 = {k: (v.double() if torch.is_floating_point(v) else v) for k, v in data.items()}
     summary = {}
-    for name, (library_fn, naive_fn, extra) in pairs.items():
-        lib_lp = data["log_probs"].clone().requires_grad_(True)
-        naive_lp = data["log_probs"].clone().requires_grad_(True)
-        loss, stats = library_fn(lib_lp)
-        loss.backward()
-        naive_fn(naive_lp, blp, rewards, mask, *extra).backward()
-        torch.testing.assert_close(lib_lp.grad, torch.nan_to_num(naive_lp.grad), rtol=1e-4, atol=1e-10)
+    now, before = loss_calls(formula, data64), loss_calls(previous, data64)
+    for name in now:
+        results = []
+        for calls in (now, before):
+            leaf = data64["log_probs"].clone().requires_grad_(True)
+            loss, stats = calls[name](leaf)
+            results.append((loss.detach(), torch.autograd.grad(loss, leaf)[0], stats))
+        (loss, gradient, stats), (loss_b, gradient_b, _) = results
+        torch.testing.assert_close(loss, loss_b, rtol=1e-10, atol=1e-14)
+        torch.testing.assert_close(gradient, gradient_b, rtol=1e-10, atol=1e-14)
         summary[f"{name} acceptance_rate"] = float(stats["acceptance_rate"])
         summary[f"{name} clip_fraction"] = float(stats["clip_fraction"])
     return summary
@@ -157,13 +123,7 @@ def check_against_naive(data: dict[str, Tensor]) -> dict[str, float]:
 def time_round_robin(
     steps: dict[str, Callable[[], None]], repeats: int, warmup: int, calls: int
 ) -> dict[str, dict[str, list[float]]]:
-    """Wall and CPU seconds per call of each step, over ``repeats`` rounds of ``calls`` consecutive calls.
-
-    Consecutive calls measure each variant in its own steady state (its memory recycled the way a
-    training loop recycles it); the rounds interleave the variants, so that load from other processes
-    on a shared machine slows all of them alike. CPU time (``time.process_time``, all threads) is not
-    inflated by waiting for a core, but includes the spinning of idle OpenMP threads.
-    """
+    """Wall and CPU seconds per call of each step, over ``repeats`` rounds of ``calls`` consecutive calls."""
     for _ in range(warmup):
         for step in steps.values():
             step()
@@ -178,44 +138,143 @@ def time_round_robin(
     return times
 
 
-def report(times: dict[str, dict[str, list[float]]]) -> str:
-    """A markdown table: median wall and CPU ms, each as a multiple of the floor, and the speed-up over naive."""
+def loss_part(args: argparse.Namespace) -> None:
+    data = make_batch(args.batch, args.tokens)
+    try:
+        previous = previous_losses(args.previous)
+    except (OSError, subprocess.CalledProcessError) as error:  # no git, or a shallow clone without the commit
+        print(f"previous loss core ({args.previous}) not available: {error}; timing the formula only")
+        versions = (("formula", formula),)
+        note = ""
+    else:
+        versions = (("formula", formula), ("previous", previous))
+        summary = check_equal(previous, data)
+        note = ", ".join(f"{k} {v:.3f}" for k, v in summary.items()) + f"; formula equals previous ({args.previous})"
+    print(f"[B, T] = [{args.batch}, {args.tokens}] float32, torch {torch.__version__}, threads "
+          f"{torch.get_num_threads()}, policy-token fraction {float(data['action_mask'].float().mean()):.2f}; {note}")
+    leaf = data["log_probs"].clone().requires_grad_(True)
+    steps = {}
+    for loss in ("flash", "grpo"):
+        for version, module in versions:
+            for validate in (True, False):
+                fn = loss_calls(module, data)[loss]
+                steps[f"{loss} {version} validate={validate}"] = _forward_backward(fn, leaf, validate)
+    load = os.getloadavg()[0]
+    times = time_round_robin(steps, args.repeats, args.warmup, args.calls)
     median = {name: {k: statistics.median(v) * 1e3 for k, v in kinds.items()} for name, kinds in times.items()}
-    lines = [
-        "| variant | wall ms | × floor | speed-up vs naive | CPU ms | × floor | speed-up vs naive |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
+    print("| variant | wall ms | CPU ms | formula / previous (CPU) |\n|---|---:|---:|---:|")
     for name, ms in median.items():
-        naive = median.get(f"{name.split()[0]} naive")
-        cells = []
-        for kind in ("wall", "cpu"):
-            speedup = f"{naive[kind] / ms[kind]:.1f}×" if naive and name != "floor" else ""
-            cells += [f"{ms[kind]:.2f}", f"{ms[kind] / median['floor'][kind]:.1f}", speedup]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        before = median.get(name.replace("formula", "previous"), {}).get("cpu")
+        ratio = f"{ms['cpu'] / before:.2f}×" if before and "formula" in name else ""
+        print(f"| {name} | {ms['wall']:.2f} | {ms['cpu']:.2f} | {ratio} |")
+    print(f"load average (1 min) {load:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
+
+
+def _forward_backward(fn: Callable, leaf: Tensor, validate: bool) -> Callable[[], None]:
+    def step() -> None:
+        leaf.grad = None
+        fn(leaf, validate=validate)[0].backward()
+    return step
+
+
+class TimedLoss:
+    """Wraps a registry loss: times its forward and (separately) its backward to ``log_probs``."""
+
+    def __init__(self, loss_fn: Callable) -> None:
+        self.loss_fn, self.spec = loss_fn, loss_fn.spec
+        self.forward = self.backward = 0.0
+
+    def __call__(self, log_probs: Tensor, *args, **options):
+        start = time.process_time()
+        loss, stats = self.loss_fn(log_probs, *args, **options)
+        middle = time.process_time()
+        torch.autograd.grad(loss, log_probs, retain_graph=True)
+        self.forward += middle - start
+        self.backward += time.process_time() - middle
+        return loss, stats
+
+
+def loss_share(step: Callable[[], None], learner, module: ModuleType, name: str, steps: int) -> tuple[float, float]:
+    """(CPU seconds per step without the extra backward, the loss's share of it) over ``steps`` steps."""
+    timed = TimedLoss(module.get_loss(name))
+    learner.loss_fn = timed
+    start = time.process_time()
+    for _ in range(steps):
+        step()
+    total = time.process_time() - start - timed.backward
+    return total / steps, (timed.forward + timed.backward) / total
+
+
+def sim_part(args: argparse.Namespace) -> None:
+    from flashsim.sim import Simulation, TrainConfig
+
+    previous = previous_losses(args.previous)
+    config = TrainConfig(env="bandit", updates=10**6, seed=0, eval_every=10)
+    sims = {"formula": Simulation(config), "previous": Simulation(config)}
+    sims["previous"].learner.loss_fn = previous.get_loss("flash_reinforce")
+    rates = {name: [] for name in sims}
+    for _ in range(args.repeats):  # rounds of args.updates updates each, alternating
+        for name, sim in sims.items():
+            start = time.process_time()
+            for _ in range(args.updates):
+                sim.step()
+            rates[name].append(args.updates / (time.process_time() - start))
+    print(f"simulator: bandit, flash_reinforce, B = 128, eval every 10; {args.repeats} rounds × {args.updates} "
+          f"updates; torch threads {torch.get_num_threads()}")
+    print("| loss | updates per CPU-second (median, min–max) | CPU ms per update | loss share of an update |")
+    print("|---|---:|---:|---:|")
+    for name, sim in sims.items():
+        module = formula if name == "formula" else previous
+        per_step, share = loss_share(lambda s=sim: s.step(evaluate=False), sim.learner, module, "flash_reinforce",
+                                     args.updates)
+        r = rates[name]
+        print(f"| {name} | {statistics.median(r):.0f} ({min(r):.0f}–{max(r):.0f}) | {per_step * 1e3:.2f} | "
+              f"{share:.0%} |")
+
+
+def scale_part(args: argparse.Namespace) -> None:
+    from scale.engine import SamplingParams, TransformersEngine
+    from scale.learner import Learner, Rollout
+    from scale.model import build_tiny_model
+    from scale.tokenizer import CharTokenizer
+
+    previous = previous_losses(args.previous)
+    tokenizer = CharTokenizer()
+    model = build_tiny_model(tokenizer, seed=0)
+    engine = TransformersEngine(model, tokenizer, seed=0)
+    prompts = [tokenizer.encode_prompt(f"{i}*{i + 3}=") for i in range(8) for _ in range(8)]
+    trajectories = engine.generate(prompts, SamplingParams(max_new_tokens=24))
+    rewards = torch.randint(0, 2, (64,), generator=torch.Generator().manual_seed(0)).double().tolist()
+    rollouts = [Rollout(t, None, r, i // 8, "") for i, (t, r) in enumerate(zip(trajectories, rewards))]
+    tokens = sum(t.num_actions for t in trajectories)
+    print(f"scale: tiny Llama (hidden 128, 2 layers), B = 64 rollouts, {tokens} policy tokens, "
+          f"torch threads {torch.get_num_threads()}; {args.steps} learner steps per cell")
+    print("| loss | version | CPU ms per learner step | loss share of the step |\n|---|---|---:|---:|")
+    for name in ("flash_reinforce", "grpo"):
+        for version, module in (("formula", formula), ("previous", previous)):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # lr 0: every step sees the same policy
+            learner = Learner(model, optimizer, loss_name=name, loss_options={"delta": 1e9} if name != "grpo" else {})
+            learner.step(rollouts)  # warm-up
+            per_step, share = loss_share(lambda ln=learner: ln.step(rollouts), learner, module, name, args.steps)
+            print(f"| {name} | {version} | {per_step * 1e3:.1f} | {share:.1%} |")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=128, help="trajectories B")
-    parser.add_argument("--tokens", type=int, default=4096, help="token slots T")
-    parser.add_argument("--repeats", type=int, default=10, help="timed rounds (median over all calls reported)")
-    parser.add_argument("--calls", type=int, default=3, help="consecutive timed calls of each variant per round")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first")
+    parser.add_argument("part", choices=("loss", "sim", "scale"), help="what to measure")
+    parser.add_argument("--previous", default=PREVIOUS, help="git commit of the previous loss core")
+    parser.add_argument("--batch", type=int, default=128, help="loss: trajectories B")
+    parser.add_argument("--tokens", type=int, default=4096, help="loss: token slots T")
+    parser.add_argument("--repeats", type=int, default=10, help="loss, sim: timed rounds")
+    parser.add_argument("--calls", type=int, default=3, help="loss: consecutive timed calls per variant per round")
+    parser.add_argument("--warmup", type=int, default=3, help="loss: untimed rounds first")
+    parser.add_argument("--updates", type=int, default=100, help="sim: updates per round")
+    parser.add_argument("--steps", type=int, default=5, help="scale: learner steps per cell")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    data = make_batch(args.batch, args.tokens)
-    summary = check_against_naive(data)
-    print(f"[B, T] = [{args.batch}, {args.tokens}] float32, torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}, policy-token fraction "
-          f"{float(data['action_mask'].float().mean()):.2f}, "
-          + ", ".join(f"{k} {v:.3f}" for k, v in summary.items()))
-    load = os.getloadavg()[0]
-    times = time_round_robin(cases(data), args.repeats, args.warmup, args.calls)
-    print(report(times))
-    print(f"load average (1 min) {load:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs")
+    {"loss": loss_part, "sim": sim_part, "scale": scale_part}[args.part](args)
 
 
 if __name__ == "__main__":

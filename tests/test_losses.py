@@ -230,7 +230,9 @@ def test_every_registered_loss_runs_and_returns_detached_stats():
     current, behavior, rewards, mask = make_batch(drift=0.08)
     groups = torch.tensor([0, 0, 1, 1, 2, 2])
     for name in LOSSES:
-        loss, stats = get_loss(name)(current, behavior, rewards, mask, groups)
+        needs = get_loss(name).spec.needs_entropies
+        extra = {"entropies": torch.where(mask, -behavior, 0.0), "failures": rewards <= 0} if needs else {}
+        loss, stats = get_loss(name)(current, behavior, rewards, mask, groups, **extra)
         assert torch.isfinite(loss), name
         assert all(not v.requires_grad for v in stats.values()), name
         assert {"advantages", "sequence_kl", "admitted", "acceptance_rate", "ess", "clip_fraction"} <= stats.keys()
@@ -320,3 +322,47 @@ def test_float64_stays_float64():
     current, behavior, rewards, mask = make_batch()
     loss, stats = flash_reinforce_loss(current, behavior, rewards, mask)
     assert loss.dtype == torch.float64 and stats["ratio_mean"].dtype == torch.float64
+
+
+@pytest.mark.parametrize("std_eps", [1e-6, 1e-4, 0.5])
+def test_grpo_std_eps_is_the_epsilon_added_to_the_group_std(std_eps):
+    current, behavior, rewards, mask = make_batch()
+    groups = torch.tensor([0, 0, 0, 1, 1, 2])
+    _, stats = grpo_loss(current, behavior, rewards, mask, groups, std_eps=std_eps)
+    assert_close(stats["advantages"], group_normalized_by_hand(rewards.tolist(), groups.tolist(), eps=std_eps),
+                 rtol=1e-12, atol=1e-15)
+
+
+def test_get_loss_returns_a_named_callable_with_its_spec():
+    loss_fn = get_loss("dr_grpo")
+    assert loss_fn.name == "dr_grpo" and loss_fn.spec is LOSSES["dr_grpo"]
+    assert repr(loss_fn) == "get_loss('dr_grpo')"
+    assert not hasattr(loss_fn, "func")  # not a functools.partial
+
+
+def test_log_ratio_clamp_keeps_the_clamped_weight_for_reinforce_terms_and_zeroes_ppo_outside_the_cap():
+    """The cap caps the value: a REINFORCE-style token keeps −clamp(ρ)·A·u; PPO's live ratio has zero gradient."""
+    current, behavior, rewards, mask = make_batch()
+    far = behavior.clone()
+    far[0, 0] = current[0, 0].detach() - 5.0  # log ρ = 5 > cap 2
+    adv = batch_centered_by_hand(rewards)
+    loss, stats = policy_loss(current, far, mask, adv, correction="none", log_ratio_clamp=2.0)
+    (grad,) = torch.autograd.grad(loss, current)
+    assert int(stats["num_log_ratio_clamped"]) == 1
+    assert_close(grad[0, 0], torch.tensor(-math.exp(2.0) * float(adv[0]) / (B * LENGTHS[0]), dtype=torch.float64))
+    loss, _ = policy_loss(current, far, mask, adv, correction="ppo_clip", log_ratio_clamp=2.0, clip_eps=0.99)
+    (grad,) = torch.autograd.grad(loss, current)
+    assert float(grad[0, 0]) == 0.0 and float(grad[0, 1]) != 0.0
+
+
+@pytest.mark.parametrize("dtype, bug", [(torch.bfloat16, 4.5e-3), (torch.float16, 4.9e-4)])
+def test_half_precision_rewards_are_promoted_before_the_baseline(dtype, bug):
+    """The issue's case: 0/1-like rewards in bf16 centred in bf16 were off by up to ``bug``."""
+    g = torch.Generator().manual_seed(0)
+    rewards = (torch.rand(512, generator=g, dtype=torch.float64) * 3).to(dtype)
+    current = torch.full((512, 1), -0.5, dtype=torch.float64)
+    _, stats = flash_reinforce_loss(current, current, rewards, torch.ones(512, 1, dtype=torch.bool))
+    exact = rewards.double() - rewards.double().mean()
+    unpromoted = (rewards - rewards.mean()).double()
+    assert float((unpromoted - exact).abs().max()) > bug / 10  # the bug this guards against is visible here
+    assert_close(stats["advantages"], exact, rtol=0, atol=1e-12)

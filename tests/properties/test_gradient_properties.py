@@ -22,7 +22,15 @@ from flashsim.losses import (
     grpo_loss,
     token_weights,
 )
-from flashsim.testing import LOSS_FUNCTIONS, LossBatch, aggregations, evaluate_loss, loss_batches, loss_names
+from flashsim.testing import (
+    LOSS_FUNCTIONS,
+    LossBatch,
+    aggregations,
+    evaluate_loss,
+    filter_inputs,
+    loss_batches,
+    loss_names,
+)
 
 TIGHT = {"rtol": 1e-12, "atol": 1e-15}
 gates = st.sampled_from(["sequence", "token", "none"])
@@ -148,7 +156,8 @@ def _call(name, batch, leaf, options):
         return flash_reinforce_loss(*args, **options)
     if name == "grpo_loss":
         return grpo_loss(*args, batch.group_ids, **options)
-    return get_loss(name)(*args, batch.group_ids, **options)
+    extra = filter_inputs(batch) if get_loss(name).spec.needs_entropies else {}
+    return get_loss(name)(*args, batch.group_ids, **extra, **options)
 
 
 def test_every_aggregation_and_loss_is_covered_by_the_strategies():

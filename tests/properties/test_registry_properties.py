@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flashsim.losses import CORRECTIONS, LOSSES, get_loss
-from flashsim.testing import aggregations, evaluate_loss, loss_batches, loss_names
+from flashsim.testing import aggregations, evaluate_loss, filter_inputs, loss_batches, loss_names
 
 # The stats documented in flashsim.losses.policy_loss (Returns).
 PER_TRAJECTORY_STATS = ("advantages", "sequence_kl", "admitted")
@@ -49,8 +49,10 @@ def test_a_registered_loss_is_the_composed_loss_with_the_same_axes(batch, name):
     """The registry only picks a combination of axes: the same axes through flash/grpo give the same loss."""
     spec = get_loss(name).spec
     assert spec is LOSSES[name]
+    same_filter = {"negative_token_fraction": spec.negative_token_fraction, **filter_inputs(batch)}
     expected_loss, expected_gradient, _ = evaluate_loss(
-        COMPOSED[spec.advantage, spec.correction], batch, aggregation=spec.aggregation
+        COMPOSED[spec.advantage, spec.correction], batch, aggregation=spec.aggregation,
+        **(same_filter if spec.needs_entropies else {}),
     )
     loss, gradient, _ = evaluate_loss(name, batch)
     assert torch.equal(loss, expected_loss) and torch.equal(gradient, expected_gradient)

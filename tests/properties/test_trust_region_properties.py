@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.testing import assert_close
 
-from flashsim.losses import bernoulli_kl, sampled_action_kl, sequence_mean
+from flashsim.losses import bernoulli_kl, negative_token_filter, sampled_action_kl, sequence_mean
 from flashsim.testing import aggregations, evaluate_loss, loss_batches
 
 CLAMP = 1e-6  # DESIGN.md: p and q are clamped to [1e-6, 1 − 1e-6] before the KL
@@ -114,3 +114,24 @@ def test_the_sequence_gate_admits_exactly_the_trajectories_whose_mean_kl_is_at_m
     _, _, stats = evaluate_loss("flash_reinforce_loss", batch, delta=delta)
     assert torch.equal(stats["admitted"], stats["sequence_kl"] <= delta)
     assert torch.equal(stats["token_kept"], batch.action_mask & stats["admitted"][:, None])
+
+
+@given(loss_batches(), st.floats(0.0, 1.0), st.data())
+def test_the_entropy_filter_keeps_the_top_ceil_q_t_tokens_of_every_failed_row_and_all_others(batch, q, data):
+    """A failed row keeps exactly ⌈q·T_i⌉ policy tokens, none with lower entropy than a dropped one and,
+    among equal entropies, the earlier ones; a successful row keeps all its policy tokens."""
+    size = batch.batch_size * batch.width
+    levels = st.sampled_from([0.0, 0.5, 1.0, 2.0])  # few levels: many ties
+    entropies = torch.tensor(data.draw(st.lists(levels, min_size=size, max_size=size)), dtype=torch.float64)
+    entropies = entropies.view(batch.batch_size, batch.width)
+    failures = torch.tensor(data.draw(st.lists(st.booleans(), min_size=batch.batch_size, max_size=batch.batch_size)))
+    kept = negative_token_filter(entropies, failures, batch.action_mask, q)
+    assert not bool((kept & ~batch.action_mask).any())
+    for i in range(batch.batch_size):
+        tokens = batch.action_mask[i].nonzero().flatten().tolist()
+        if not failures[i]:
+            assert kept[i].nonzero().flatten().tolist() == tokens
+            continue
+        assert int(kept[i].sum()) == math.ceil(q * len(tokens))
+        ranked = sorted(tokens, key=lambda t: (-float(entropies[i, t]), t))  # highest first, then earliest
+        assert kept[i].nonzero().flatten().tolist() == sorted(ranked[: math.ceil(q * len(tokens))])

@@ -13,7 +13,7 @@ import sys
 
 from flashsim import __version__
 
-SUBCOMMANDS = ("demo", "train", "variance", "reproduce")
+SUBCOMMANDS = ("demo", "train", "variance", "reproduce", "check_loss")
 
 
 def build_parser() -> argparse.ArgumentParser:

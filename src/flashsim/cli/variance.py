@@ -46,7 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "variance", help="measure bias and variance of update directions against exact gradients",
         description=__doc__.split("\n\n")[0],
     )
-    paths = add_flags(parser, SweepConfig, flat=True, names={"budgets": "--budget", "group_sizes": "--group-size"})
+    paths = add_flags(
+        parser, SweepConfig, flat=True,
+        names={"budgets": "--budget", "group_sizes": "--group-size", "losses": "--loss"},
+    )
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the CSV and plots")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         rows = run_sweep(config, progress=None if args.quiet else _progress)
-    except (ValueError, TypeError) as error:
+    except (ImportError, ValueError, TypeError) as error:
         print(f"flashsim variance: error: {error}", file=sys.stderr)
         return 2
     elapsed = time.perf_counter() - started

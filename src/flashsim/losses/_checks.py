@@ -25,8 +25,8 @@ from flashsim.validation import check_real
 POSITIVE_LOG_PROB_TOLERANCE = 1e-6
 
 
-def check_token_tensor(name: str, x: object, reference: Tensor | None = None) -> Tensor:
-    """A floating [B, T] tensor, matching ``reference`` in shape, dtype and device when given."""
+def check_token_tensor(name: str, x: object, reference: Tensor | None = None, *, same_dtype: bool = True) -> Tensor:
+    """A floating [B, T] tensor, matching ``reference`` in shape, device (and dtype if ``same_dtype``) when given."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape [B, T], got {type(x).__name__}")
     if not torch.is_floating_point(x):
@@ -36,7 +36,7 @@ def check_token_tensor(name: str, x: object, reference: Tensor | None = None) ->
     if x.shape[0] == 0 or x.shape[1] == 0:
         raise ValueError(f"{name} must hold at least one trajectory and one token, got {tuple(x.shape)}")
     if reference is not None:
-        _check_matches(name, x, reference, check_dtype=True)
+        _check_matches(name, x, reference, check_dtype=same_dtype)
     return x
 
 
@@ -53,14 +53,18 @@ def check_action_mask(action_mask: object, reference: Tensor) -> Tensor:
     return action_mask
 
 
-def check_per_trajectory(name: str, x: object, reference: Tensor, *, integer: bool = False) -> Tensor:
-    """A [B] tensor on the device of ``reference`` (floating, or integer when ``integer``)."""
+def check_per_trajectory(
+    name: str, x: object, reference: Tensor, *, integer: bool = False, boolean: bool = False
+) -> Tensor:
+    """A [B] tensor on the device of ``reference`` (floating, or integer / bool when asked)."""
     batch = reference.shape[0]
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape [B]={batch}, got {type(x).__name__}")
     if integer and (torch.is_floating_point(x) or x.dtype == torch.bool or x.is_complex()):
         raise TypeError(f"{name} must be an integer tensor, got dtype {x.dtype}")
-    if not integer and not torch.is_floating_point(x):
+    if boolean and x.dtype != torch.bool:
+        raise TypeError(f"{name} must have dtype torch.bool, got {x.dtype}; convert with .bool()")
+    if not (integer or boolean) and not torch.is_floating_point(x):
         raise TypeError(f"{name} must be a floating tensor, got dtype {x.dtype}")
     if tuple(x.shape) != (batch,):
         raise ValueError(f"{name} must have shape [B]=({batch},), got shape {tuple(x.shape)}")
@@ -85,7 +89,7 @@ def _check_matches(name: str, x: Tensor, reference: Tensor, *, check_dtype: bool
 
 def check_values(name: str, x: Tensor, action_mask: Tensor, *, log_probs: bool = True) -> None:
     """Values on policy tokens are finite (and ≤ 0 for log-probabilities). Synchronises."""
-    on_policy = x.detach()[action_mask]
+    on_policy = torch.where(action_mask, x.detach(), 0.0)  # padding may hold anything; 0 passes both checks
     if not bool(torch.isfinite(on_policy).all()):
         raise ValueError(f"{name} must be finite on policy tokens (action_mask True); found NaN or inf")
     if log_probs and bool((on_policy > POSITIVE_LOG_PROB_TOLERANCE).any()):

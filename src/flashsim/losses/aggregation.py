@@ -1,20 +1,20 @@
 """Aggregation: how per-token terms become one scalar, and which trajectories weigh more.
 
-Modes (names are the API; pick by what each does to long trajectories):
+Every mode gives all policy tokens of trajectory i one weight u_i, so ``aggregate(v) = Σ_i u_i Σ_t v_it``
+(names are the API; pick by what each does to long trajectories):
 
-``sample_mean`` (FlashREINFORCE, "seq-mean-token-mean")
-    ``(1/B) Σ_i (1/T_i) Σ_t v_it``. Every trajectory weighs the same whatever its length, so a long
-    failed trajectory cannot dominate the update. Its bias: per token, a long trajectory's tokens
-    weigh 1/T_i less, so the estimate is not the gradient of the expected return when lengths vary.
-``token_mean`` (GRPO/DAPO)
-    ``Σ_i Σ_t v_it / Σ_i T_i``. Every *token* weighs the same: trajectory i weighs ∝ T_i, so long
-    trajectories (often long failures) dominate — the length blow-up of the article's §4.3.
-``seq_mean_token_sum``
-    ``(1/B) Σ_i Σ_t v_it``. The plain REINFORCE estimate of ∇J (unbiased with an unbiased baseline);
-    its scale grows with length.
-``seq_mean_token_sum_norm`` (Dr. GRPO)
-    ``(1/B) Σ_i Σ_t v_it / T_max`` with a constant ``T_max`` (the generation budget): unbiased up to the
-    constant, and no per-trajectory length normalisation.
+``sample_mean`` — ``u_i = 1 / (B · T_i)`` (FlashREINFORCE; DeepSeekMath GRPO, Shao et al. 2024, TRL ``"grpo"``)
+    "seq-mean-token-mean". Every trajectory weighs the same whatever its length, so a long failed
+    trajectory cannot dominate the update. Its bias: per token, a long trajectory's tokens weigh 1/T_i
+    less, so the estimate is not the gradient of the expected return when lengths vary.
+``token_mean`` — ``u_i = 1 / Σ_j T_j`` (DAPO, Yu et al. 2025; TRL's default ``loss_type="dapo"``/``"bnpo"``)
+    Every *token* weighs the same: trajectory i weighs ∝ T_i, so long trajectories (often long
+    failures) dominate — the length blow-up of the article's §4.3.
+``seq_mean_token_sum`` — ``u_i = 1 / B``
+    The plain REINFORCE estimate of ∇J (unbiased with an unbiased baseline); its scale grows with length.
+``seq_mean_token_sum_norm`` — ``u_i = 1 / (B · T_max)`` (Dr. GRPO, Liu et al. 2025; TRL ``"dr_grpo"``)
+    Sequence sums over a constant ``T_max`` (the generation budget): unbiased up to the constant, and
+    no per-trajectory length normalisation.
 
 Distributed and microbatched callers pass the *global* denominators (``num_sequences`` = global B,
 ``num_tokens`` = global token count, ``max_tokens`` = the generation budget) so that the sum of the
@@ -24,12 +24,45 @@ by construction: each row must be a complete trajectory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
 from flashsim.losses._checks import check_choice, check_count
 
-AGGREGATIONS = ("sample_mean", "token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
+Count = float | Tensor
+
+
+def sample_mean(lengths: Tensor, sequences: Count, tokens: Count, budget: Count) -> Tensor:
+    """``u_i = 1 / (B · T_i)``."""
+    return 1 / (lengths * sequences)
+
+
+def token_mean(lengths: Tensor, sequences: Count, tokens: Count, budget: Count) -> Tensor:
+    """``u_i = 1 / Σ_j T_j``."""
+    return torch.ones_like(lengths) / tokens
+
+
+def seq_mean_token_sum(lengths: Tensor, sequences: Count, tokens: Count, budget: Count) -> Tensor:
+    """``u_i = 1 / B``."""
+    return torch.ones_like(lengths) / sequences
+
+
+def seq_mean_token_sum_norm(lengths: Tensor, sequences: Count, tokens: Count, budget: Count) -> Tensor:
+    """``u_i = 1 / (B · T_max)``."""
+    return torch.ones_like(lengths) / (budget * sequences)
+
+
+ROW_WEIGHTS: dict[str, Callable[[Tensor, Count, Count, Count], Tensor]] = {
+    "sample_mean": sample_mean,
+    "token_mean": token_mean,
+    "seq_mean_token_sum": seq_mean_token_sum,
+    "seq_mean_token_sum_norm": seq_mean_token_sum_norm,
+}
+"""Each mode's ``u_i`` from the lengths ``T_i`` ``[B]`` and the counts (B, Σ T_j, T_max)."""
+
+AGGREGATIONS = tuple(ROW_WEIGHTS)
 
 
 def token_weights(
@@ -37,53 +70,25 @@ def token_weights(
     mode: str,
     *,
     dtype: torch.dtype,
-    num_sequences: float | Tensor | None = None,
-    num_tokens: float | Tensor | None = None,
-    max_tokens: float | Tensor | None = None,
+    num_sequences: Count | None = None,
+    num_tokens: Count | None = None,
+    max_tokens: Count | None = None,
 ) -> Tensor:
     """The weight of each token in the aggregate: ``aggregate(v) = Σ_it weights_it v_it``.
 
-    Shape:
-        action_mask ``[B, T]`` bool; returns ``[B, T]`` of ``dtype``, 0 on padding.
-    """
-    weights = trajectory_weights(
-        action_mask, mode, dtype=dtype, num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens
-    )
-    return action_mask.to(dtype) * weights[:, None]
-
-
-def trajectory_weights(
-    action_mask: Tensor,
-    mode: str,
-    *,
-    dtype: torch.dtype,
-    lengths: Tensor | None = None,
-    num_sequences: float | Tensor | None = None,
-    num_tokens: float | Tensor | None = None,
-    max_tokens: float | Tensor | None = None,
-) -> Tensor:
-    """The weight that every policy token of trajectory i gets: ``token_weights = mask · this[:, None]``.
-
-    Each mode weighs all tokens of one trajectory alike, so one number per trajectory says it all
-    (the loss scales its per-token gradient by it instead of building a [B, T] weight tensor).
-    ``lengths`` (``action_mask.sum(dim=1)``) may be passed when the caller has already counted.
+    ``weights_it = u_i`` on policy tokens and 0 on padding (and on a row without policy tokens).
 
     Shape:
-        action_mask ``[B, T]`` bool; lengths ``[B]`` integer; returns ``[B]`` of ``dtype``.
+        action_mask ``[B, T]`` bool; returns ``[B, T]`` of ``dtype``.
     """
     check_choice("aggregation", mode, AGGREGATIONS)
     batch, width = action_mask.shape
-    lengths = action_mask.sum(dim=1) if lengths is None else lengths
-    if mode == "token_mean":
-        denom = lengths.sum().to(dtype) if num_tokens is None else check_count("num_tokens", num_tokens, at_least=0)
-        return torch.ones(batch, dtype=dtype, device=action_mask.device) / denom
+    lengths = torch.count_nonzero(action_mask, dim=1).to(dtype)
     sequences = batch if num_sequences is None else check_count("num_sequences", num_sequences, at_least=batch)
-    if mode == "sample_mean":
-        return 1 / (lengths.to(dtype) * sequences)
-    budget = 1 if mode == "seq_mean_token_sum" else (
-        width if max_tokens is None else check_count("max_tokens", max_tokens, at_least=0)
-    )
-    return torch.ones(batch, dtype=dtype, device=action_mask.device) / (budget * sequences)
+    tokens = lengths.sum() if num_tokens is None else check_count("num_tokens", num_tokens, at_least=0)
+    budget = width if max_tokens is None else check_count("max_tokens", max_tokens, at_least=0)
+    weights = ROW_WEIGHTS[mode](lengths, sequences, tokens, budget)
+    return torch.where(action_mask, weights[:, None], 0.0)
 
 
 def aggregate(
@@ -91,9 +96,9 @@ def aggregate(
     action_mask: Tensor,
     mode: str = "sample_mean",
     *,
-    num_sequences: float | Tensor | None = None,
-    num_tokens: float | Tensor | None = None,
-    max_tokens: float | Tensor | None = None,
+    num_sequences: Count | None = None,
+    num_tokens: Count | None = None,
+    max_tokens: Count | None = None,
 ) -> Tensor:
     """Aggregate per-token ``values`` into a scalar by ``mode`` (see the module docstring).
 
@@ -117,4 +122,4 @@ def aggregate(
         action_mask, mode, dtype=values.dtype,
         num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens,
     )
-    return torch.where(action_mask, values * weights, torch.zeros_like(values)).sum()
+    return (torch.where(action_mask, values, 0.0) * weights).sum()

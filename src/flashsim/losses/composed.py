@@ -8,15 +8,20 @@ Sample-Mean Optimization:
     d_it = KL(Bern(μ(a_it)) ‖ Bern(π(a_it))),   D̄_i = (1/T_i) Σ_t d_it,   m_i = 1[D̄_i ≤ δ]
     L    = −(1/B) Σ_i (m_i A_i / T_i) Σ_t ρ_it log π(a_it)
 
-``grpo_loss`` (Shao et al. 2024) — group-normalised advantage, PPO clip, token-mean:
+``grpo_loss`` — GRPO's group-normalised advantage and PPO clip (DeepSeekMath, Shao et al. 2024),
+aggregated by default with DAPO's token-mean (Yu et al. 2025; TRL's default ``loss_type``):
 
     A_i  = (R_i − mean_g R) / (std_g R + ε)
     L    = −(1/Σ T_i) Σ_it min(r_it A_i, clip(r_it, 1 − ε_low, 1 + ε_high) A_i),  r = π/π_old
 
+DeepSeekMath's own GRPO (TRL ``loss_type="grpo"``) is ``aggregation="sample_mean"``; Dr. GRPO
+(TRL ``"dr_grpo"``) is ``scale_by_std=False, aggregation="seq_mean_token_sum_norm"``.
+
 Contract for both: each row of the [B, T] tensors is one complete trajectory; when a batch is split
 across ranks or microbatches, compute advantages over the whole batch first and pass them with
 ``advantages=`` together with the global ``num_sequences`` / ``num_tokens``, so that the shard losses
-add up to the full-batch loss exactly.
+add up to the full-batch loss exactly. Rewards are promoted to the compute dtype (float32 for
+bf16/fp16 log-probs, else theirs) before any advantage estimator.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import torch
 from torch import Tensor
 
 from flashsim.losses import _checks as checks
-from flashsim.losses.advantages import batch_centered, group_normalized
+from flashsim.losses.advantages import GROUP_STD_EPS, batch_centered, group_normalized
 from flashsim.losses.aggregation import aggregate
 from flashsim.losses.policy_loss import policy_loss
 
@@ -56,7 +61,8 @@ def resolve_advantages(
         checks.check_per_trajectory("group_ids", group_ids, reference, integer=True)
     if validate:
         checks.check_finite_vector("rewards", rewards)
-    return estimator(rewards, group_ids)
+    # bf16 rewards averaged in bf16 put the baseline off by up to 4.5e-3: promote before any estimator.
+    return estimator(rewards.to(checks.compute_dtype(reference.dtype)), group_ids)
 
 
 def flash_reinforce_loss(
@@ -74,6 +80,9 @@ def flash_reinforce_loss(
     max_tokens: float | Tensor | None = None,
     importance_sampling: bool = True,
     log_ratio_clamp: float | None = None,
+    negative_token_fraction: float = 1.0,
+    entropies: Tensor | None = None,
+    failures: Tensor | None = None,
     validate: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """FlashREINFORCE's loss; ``−∇L`` is the paper's update direction (see the module docstring).
@@ -93,6 +102,9 @@ def flash_reinforce_loss(
             trajectory stays in B.
         importance_sampling: multiply by ρ (False gives plain on-policy REINFORCE terms).
         log_ratio_clamp: clamp log ρ to ±this (e.g. 30.0) instead of raising on overflow.
+        negative_token_fraction, entropies, failures: the negative-token entropy filter of the
+            paper's appendix (q < 1: a failed trajectory keeps its ⌈q·T_i⌉ highest-entropy tokens);
+            see :func:`policy_loss`.
         validate: run the value checks that synchronise with the device.
 
     Returns:
@@ -113,7 +125,8 @@ def flash_reinforce_loss(
         log_probs, behavior_log_probs, action_mask, advantages,
         correction=GATES[correction], aggregation=aggregation, delta=delta,
         importance_sampling=importance_sampling, num_sequences=num_sequences, num_tokens=num_tokens,
-        max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp, validate=validate,
+        max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp, negative_token_fraction=negative_token_fraction,
+        entropies=entropies, failures=failures, validate=validate,
     )
 
 
@@ -127,6 +140,7 @@ def grpo_loss(
     clip_eps: float = 0.2,
     clip_eps_high: float | None = None,
     scale_by_std: bool = True,
+    std_eps: float = GROUP_STD_EPS,
     aggregation: str = "token_mean",
     advantages: Tensor | None = None,
     num_sequences: float | Tensor | None = None,
@@ -137,7 +151,7 @@ def grpo_loss(
     log_ratio_clamp: float | None = None,
     validate: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """GRPO's loss: group-normalised advantages, PPO clipping, token-mean (see the module docstring).
+    """GRPO's loss: group-normalised advantages, PPO clipping, DAPO's token-mean (see the module docstring).
 
     Args:
         log_probs: log π_θ of the sampled tokens (carries the graph).
@@ -148,7 +162,10 @@ def grpo_loss(
             when ``advantages`` is given.
         clip_eps, clip_eps_high: clip range ``[1 − clip_eps, 1 + clip_eps_high]`` (default symmetric).
         scale_by_std: divide by the group std (False gives Dr. GRPO's centred advantage).
-        aggregation: ``"token_mean"`` (GRPO/DAPO) or another mode of :func:`aggregate`.
+        std_eps: ε added to the group std (default 1e-6; TRL uses 1e-4). It bounds |A| by
+            |R − mean| / ε when a group's rewards barely differ.
+        aggregation: ``"token_mean"`` (DAPO's; TRL's default), ``"sample_mean"`` (DeepSeekMath GRPO,
+            TRL ``loss_type="grpo"``) or another mode of :func:`aggregate`.
         advantages, num_sequences, num_tokens, max_tokens: as in :func:`flash_reinforce_loss`.
         reference_log_probs, kl_coef: optional k3 penalty ``β · agg(exp(ref − log π) − (ref − log π) − 1)``
             to a reference policy (β = 0 by default, as in most recent GRPO recipes).
@@ -167,11 +184,12 @@ def grpo_loss(
     ([0.7071, -0.7071, 0.0, 0.0], True)
     """
     checks.check_number("kl_coef", kl_coef, low=0.0)
+    checks.check_number("std_eps", std_eps, low=0.0)
     if advantages is None and group_ids is None:
         raise ValueError("grpo_loss needs group_ids [B] to form groups (or precomputed advantages=)")
 
     def estimator(r: Tensor, g: Tensor | None) -> Tensor:
-        return group_normalized(r, g, scale_by_std=scale_by_std)
+        return group_normalized(r, g, scale_by_std=scale_by_std, eps=std_eps)
 
     advantages = resolve_advantages(rewards, advantages, log_probs, estimator, group_ids, validate=validate)
     loss, stats = policy_loss(

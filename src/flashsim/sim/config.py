@@ -202,6 +202,7 @@ ALGORITHMS: Mapping[str, AlgorithmConfig] = MappingProxyType({
     "no_gate": AlgorithmConfig("no_gate"),
     "token_mean": AlgorithmConfig("token_mean"),
     "positive_only": AlgorithmConfig("positive_only"),
+    "entropy_filter": AlgorithmConfig("entropy_filter"),
     "minibatches": AlgorithmConfig("flash_reinforce", minibatches=4),
     "ppo_clip": AlgorithmConfig("ppo_clip"),
     "tis": AlgorithmConfig("tis"),

@@ -15,6 +15,11 @@ learner
    (observation, action) tokens with the *current* parameters and calls the loss with the stored
    behaviour log-probs.
 
+For the negative-token entropy filter (``negative_token_fraction`` < 1, e.g. the ``entropy_filter``
+loss) the batch also carries per-token entropies — of the learner's policy when the batch is prepared,
+before its update (as verl and ``scale/`` take them from the training forward; with lag 0 this is the
+behaviour policy) — and ``failures`` = reward ≤ 0 (the toy envs' rewards are 0/1).
+
 Deliberately left out: minibatch shuffling between epochs (a fixed order keeps runs reproducible
 without a second random stream), gradient clipping, entropy bonuses and KL penalties (the losses
 define what an algorithm is).
@@ -64,6 +69,8 @@ class PreparedBatch:
     rewards: Tensor
     advantages: Tensor
     group_ids: Tensor
+    entropies: Tensor | None = None  # [B, T], only for the negative-token filter
+    failures: Tensor | None = None  # [B] bool, only for the negative-token filter
 
 
 class Learner:
@@ -79,6 +86,8 @@ class Learner:
         self.loss_fn = get_loss(algorithm.loss)
         self.advantage_fn = ADVANTAGES[self.loss_fn.spec.advantage]
         self.options = dict(algorithm.loss_options)
+        fraction = self.options.get("negative_token_fraction", self.loss_fn.spec.negative_token_fraction)
+        self.filters_tokens = fraction < 1
         self.optimizer = OPTIMIZERS[algorithm.optimizer](policy.parameters(), lr=algorithm.learning_rate)
         self.dtype = next(policy.parameters()).dtype
 
@@ -89,14 +98,22 @@ class Learner:
         mask = np.arange(T) < rows.lengths[:, None]
         rewards = torch.from_numpy(rows.rewards).to(self.dtype)
         group_ids = torch.from_numpy(batch.group_ids)
+        observations = torch.from_numpy(rows.observations[:, :T])
+        entropies = failures = None
+        if self.filters_tokens:
+            with torch.no_grad():
+                entropies = self.policy.entropy(observations.reshape(-1)).view(observations.shape)
+            failures = rewards <= 0
         return PreparedBatch(
-            observations=torch.from_numpy(rows.observations[:, :T]),
+            observations=observations,
             actions=torch.from_numpy(rows.actions[:, :T]),
             behavior_log_probs=torch.from_numpy(rows.behavior_log_probs[:, :T]).to(self.dtype),
             action_mask=torch.from_numpy(mask),
             rewards=rewards,
             advantages=self.advantage_fn(rewards, group_ids),
             group_ids=group_ids,
+            entropies=entropies,
+            failures=failures,
         )
 
     def slices(self, batch_size: int) -> list[slice]:
@@ -117,9 +134,11 @@ class Learner:
         observations, actions = prepared.observations[rows], prepared.actions[rows]
         table = torch.log_softmax(self.policy.all_logits(), dim=-1)  # [O, A]
         log_probs = table[observations, actions]
+        filtered = {} if prepared.entropies is None else {
+            "entropies": prepared.entropies[rows], "failures": prepared.failures[rows]}
         loss, stats = self.loss_fn(
             log_probs, prepared.behavior_log_probs[rows], prepared.rewards[rows], mask,
-            prepared.group_ids[rows], advantages=prepared.advantages[rows], validate=False, **self.options,
+            prepared.group_ids[rows], advantages=prepared.advantages[rows], validate=False, **filtered, **self.options,
         )
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

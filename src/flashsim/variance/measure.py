@@ -7,7 +7,8 @@ The procedure (formulas in :mod:`flashsim.variance.statistics`, sampling in
    or ``budget // G`` prompts × G siblings when grouped); answer each with r rollout sets from the
    behaviour policy μ, storing log μ;
 2. for each batch compute ĝ = −∇_θ L at the parameters of ``policy``, with L the registry loss named
-   ``estimator``, unchanged;
+   ``estimator``, unchanged — or a user's loss function, called through a calling convention of
+   :mod:`flashsim.testing.conventions` (one autograd pass per batch: the fast path needs a registry entry);
 3. compare with the exact ∇J(θ) (``flashsim.exact.exact_gradient`` over the train prompts).
 
 Deliberately left out: optimiser state (ĝ is the raw update direction, before Adam or clipping) and
@@ -25,7 +26,8 @@ import toy_envs
 from flashsim.exact import exact_gradient, to_torch
 from flashsim.losses import get_loss
 from flashsim.policies import Policy
-from flashsim.validation import check_int
+from flashsim.testing import ALGORITHMS, LossBatch, get_convention
+from flashsim.validation import check_choice, check_int
 from flashsim.variance.gradients import fast_update_directions, log_prob_table
 from flashsim.variance.problem import PER_BATCH_STATS, Problem
 from flashsim.variance.reference import reference_update_directions
@@ -121,11 +123,37 @@ def _loss_options(delta: float, horizon: int, loss_options: dict) -> dict:
     return {"delta": delta, "max_tokens": horizon, **loss_options}
 
 
+def user_loss(fn: Callable, *, algorithm: str = "flash_reinforce", convention: str = "flashsim") -> Callable:
+    """A user's loss ``fn`` behind the registry signature ``(log_probs, behavior, rewards, mask, group_ids)``.
+
+    ``fn`` is called as ``convention`` says; the trust-region stats it may not report are NaN.
+    """
+    check_choice("algorithm", algorithm, ALGORITHMS)
+    style = get_convention(convention)
+
+    def loss_fn(log_probs, behavior_log_probs, rewards, action_mask, group_ids=None, **unused):
+        group_ids = torch.zeros(rewards.shape[0], dtype=torch.long) if group_ids is None else group_ids
+        batch = LossBatch(log_probs.detach(), behavior_log_probs, rewards, action_mask, group_ids)
+        loss = style.loss(fn, algorithm, batch, log_probs)
+        unknown = torch.tensor(float("nan"), dtype=torch.float64)
+        return loss, dict.fromkeys(("acceptance_rate", "token_acceptance_rate", "ess", "ess_fraction"), unknown) | {
+            "clip_fraction": unknown}
+
+    loss_fn.algorithm = algorithm  # type: ignore[attr-defined]
+    return loss_fn
+
+
+def _estimator_name(estimator: str | Callable) -> str:
+    if isinstance(estimator, str):
+        return estimator
+    return f"{getattr(estimator, '__module__', '')}:{getattr(estimator, '__qualname__', repr(estimator))}"
+
+
 def measure_gradient(
     env: Any,
     policy: Policy,
     *,
-    estimator: str,
+    estimator: str | Callable,
     budget: int,
     num_batches: int,
     seed: int,
@@ -137,6 +165,8 @@ def measure_gradient(
     bootstrap: int = 200,
     confidence: float = 0.95,
     method: str = "fast",
+    algorithm: str = "flash_reinforce",
+    convention: str = "flashsim",
     **loss_options: Any,
 ) -> GradientReport:
     """Measure bias, variance, MSE, cosine and SNR of ``estimator``'s update direction at ``policy``.
@@ -144,7 +174,8 @@ def measure_gradient(
     Args:
         env: a toy_envs gymnasium env (``env.unwrapped.tables()`` is used) or its ``MDPTables``.
         policy: the learner π_θ; ĝ is taken at its parameters (they are not changed).
-        estimator: a name of :data:`flashsim.losses.LOSSES` (flash_reinforce, grpo, rloo, dr_grpo, ...).
+        estimator: a name of :data:`flashsim.losses.LOSSES` (flash_reinforce, grpo, rloo, dr_grpo, ...),
+            or a user's loss function (measured with ``method="reference"``; see :func:`user_loss`).
         budget: B, rollouts per batch (the matched rollout budget).
         num_batches: M, batches measured; a multiple of ``replicates``.
         seed: seeds every draw (prompts, rollouts, bootstrap); same seed, same report.
@@ -157,7 +188,9 @@ def measure_gradient(
         bootstrap: number of cluster-bootstrap resamples for the intervals (0: none).
         confidence: level of the bootstrap intervals.
         method: ``"fast"`` (vectorised) or ``"reference"`` (one autograd pass per batch).
-        **loss_options: passed to the loss unchanged (``clip_eps``, ``tis_cap``, ``aggregation`` ...).
+        algorithm, convention: for a user's loss function, the algorithm it implements (grpo samples
+            grouped batches) and how it is called (:mod:`flashsim.testing.conventions`).
+        **loss_options: passed to a registry loss unchanged (``clip_eps``, ``tis_cap``, ``aggregation`` ...).
 
     Returns:
         a :class:`GradientReport`.
@@ -172,13 +205,19 @@ def measure_gradient(
         (True, True)
     """
     tables = resolve_tables(env)
-    loss_fn = get_loss(estimator)
     _check_policy("policy", policy, tables)
     behavior = policy if behavior_policy is None else _check_policy("behavior_policy", behavior_policy, tables)
-    grouped = loss_fn.spec.needs_groups if grouped is None else bool(grouped)
-    group_size = _check_design(budget, num_batches, group_size, grouped, replicates)
     _check_run(seed, bootstrap, confidence, method)
-    options = _loss_options(delta, tables.horizon, loss_options)
+    if callable(estimator):
+        if loss_options:
+            raise ValueError(f"loss options {sorted(loss_options)} apply to registry losses only, not to a function")
+        loss_fn, options, method = user_loss(estimator, algorithm=algorithm, convention=convention), {}, "reference"
+        needs_groups = algorithm == "grpo"
+    else:
+        loss_fn = get_loss(estimator)
+        options, needs_groups = _loss_options(delta, tables.horizon, loss_options), loss_fn.spec.needs_groups
+    grouped = needs_groups if grouped is None else bool(grouped)
+    group_size = _check_design(budget, num_batches, group_size, grouped, replicates)
 
     policy = policy.snapshot().requires_grad_(True)  # a private copy: the caller's policy is never touched
     torch_tables = to_torch(tables)
@@ -196,7 +235,7 @@ def measure_gradient(
         generator=generator,
     )
     return GradientReport(
-        estimator=estimator, budget=budget, group_size=group_size, num_batches=num_batches,
+        estimator=_estimator_name(estimator), budget=budget, group_size=group_size, num_batches=num_batches,
         replicates=replicates, true_gradient=true_gradient, mean_gradient=mean,
         true_gradient_norm=float(torch.linalg.vector_norm(true_gradient)),
         confidence=confidence, intervals=intervals,

@@ -7,7 +7,9 @@ cells, so differences between lags or estimators are not differences of luck in 
 Single-rollout estimators ignore the group size (their rows have ``config/group_size`` 1).
 
 An estimator is a registry name, or ``NAME:groups`` to sample grouped batches for an estimator that
-does not need them (``rloo:groups`` is RLOO with a leave-one-out baseline among G siblings).
+does not need them (``rloo:groups`` is RLOO with a leave-one-out baseline among G siblings). User
+loss functions (``losses``: ``flashsim variance --loss MODULE:FUNCTION``) are measured after them at
+every lag.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from dataclasses import dataclass
 from flashsim.losses import LOSSES, get_loss
 from flashsim.policies import POLICY_KINDS, make_policy
 from flashsim.sim.envs import ENVS, build_tables
+from flashsim.testing import ALGORITHMS, CONVENTIONS
+from flashsim.testing.conventions import load_function
+from flashsim.validation import check_choice
 from flashsim.variance.lag import lagged_policies
 from flashsim.variance.measure import measure_gradient
 
@@ -54,6 +59,12 @@ class SweepConfig:
     """Cluster-bootstrap resamples for the confidence intervals (0: none)."""
     replicates: int = 2
     """Rollout sets per prompt draw (for the between/within-prompt split)."""
+    losses: tuple[str, ...] = ()
+    """Loss functions of yours, MODULE:FUNCTION (imported: your own modules only), measured after the estimators."""
+    loss_algorithm: str = "flash_reinforce"
+    """The algorithm the losses implement: flash_reinforce, or grpo (grouped batches, every group size)."""
+    loss_convention: str = "flashsim"
+    """How the losses are called: flashsim, verl or trl (see flashsim check-loss)."""
 
     def __post_init__(self) -> None:
         if self.env not in ENVS:
@@ -65,7 +76,10 @@ class SweepConfig:
                 raise ValueError(f"{name} must not be empty")
         for estimator in self.estimators:
             parse_estimator(estimator)
+        check_choice("loss_algorithm", self.loss_algorithm, ALGORITHMS)
+        check_choice("loss_convention", self.loss_convention, CONVENTIONS)
         grouped = [e for e in self.estimators if parse_estimator(e)[1]]
+        grouped += list(self.losses) if self.loss_algorithm == "grpo" else []
         bad = [(b, g) for b in self.budgets for g in self.group_sizes if b % g]
         if grouped and bad:
             raise ValueError(
@@ -100,20 +114,25 @@ def run_sweep(
 ) -> list[dict[str, object]]:
     """Measure every cell; return one flat row per cell (``config/…``, ``grad/…``, ``trust/…`` keys).
 
-    ``progress(done, total, row)`` is called after each cell (the CLI prints a line).
+    ``progress(done, total, row)`` is called after each cell (the CLI prints a line). The user losses
+    of ``config.losses`` are imported first (an ``ImportError`` before any measurement), then measured
+    at every lag and budget (grpo ones at every group size), after the registry estimators.
     """
+    user_losses = {spec: load_function(spec) for spec in config.losses}
     tables = build_tables(config.env)
     start = make_policy(config.policy, tables)
     learner, behaviors = lagged_policies(
         tables, start, steps=config.steps, lags=sorted(set(config.lags)), step_size=config.step_size
     )
-    cells = sweep_cells(config)
+    cells = sweep_cells(config) + _user_cells(config, user_losses)
     rows = []
     for index, cell in enumerate(cells):
+        options = {"delta": config.delta} if isinstance(cell["estimator"], str) else {
+            "algorithm": config.loss_algorithm, "convention": config.loss_convention}
         report = measure_gradient(
             tables, learner, estimator=cell["estimator"], budget=cell["budget"], num_batches=config.batches,
             seed=config.seed, group_size=cell["group_size"], behavior_policy=behaviors[cell["lag"]],
-            delta=config.delta, grouped=cell["grouped"], replicates=config.replicates, bootstrap=config.bootstrap,
+            grouped=cell["grouped"], replicates=config.replicates, bootstrap=config.bootstrap, **options,
         )
         row = {"config/env": config.env, "config/policy": config.policy, "config/lag": cell["lag"],
                "config/label": cell["label"], **report.to_dict()}
@@ -121,6 +140,18 @@ def run_sweep(
         if progress is not None:
             progress(index + 1, len(cells), row)
     return rows
+
+
+def _user_cells(config: SweepConfig, user_losses: dict[str, Callable]) -> list[dict[str, object]]:
+    cells = []
+    grouped = config.loss_algorithm == "grpo"
+    for lag in config.lags:
+        for label, fn in user_losses.items():
+            for budget in config.budgets:
+                for group_size in config.group_sizes if grouped else (1,):
+                    cells.append(dict(label=label, estimator=fn, grouped=grouped, lag=lag, budget=budget,
+                                      group_size=group_size))
+    return cells
 
 
 def series_label(row: dict[str, object], varying: Sequence[str] = ()) -> str:

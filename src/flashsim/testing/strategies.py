@@ -278,8 +278,9 @@ def evaluate_loss(
 ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """Run the loss ``name`` (one of :data:`LOSS_FUNCTIONS`) on ``batch``; differentiate it.
 
-    ``grpo_loss`` and the registry losses get ``batch.group_ids``; ``options`` are passed through
-    (``aggregation=``, ``advantages=``, ``num_sequences=`` ...). ``log_probs`` replaces
+    ``grpo_loss`` and the registry losses get ``batch.group_ids``; a registry loss with the
+    negative-token filter gets :func:`filter_inputs` of the batch; ``options`` are passed through and
+    win (``aggregation=``, ``advantages=``, ``num_sequences=`` ...). ``log_probs`` replaces
     ``batch.log_probs`` (give a tensor that is, or depends on, a leaf you hold); by default a fresh
     leaf copy of ``batch.log_probs`` is used.
 
@@ -300,9 +301,24 @@ def evaluate_loss(
     elif name == "grpo_loss":
         loss, stats = grpo_loss(*args, batch.group_ids, **options)
     else:
-        loss, stats = get_loss(name)(*args, batch.group_ids, **options)
+        loss_fn = get_loss(name)
+        extra = filter_inputs(batch) if loss_fn.spec.needs_entropies else {}
+        loss, stats = loss_fn(*args, batch.group_ids, **(extra | options))
     (gradient,) = torch.autograd.grad(loss, leaf)
     return loss.detach(), gradient, stats
+
+
+def filter_inputs(batch: LossBatch) -> dict[str, Tensor]:
+    """``entropies`` and ``failures`` for the negative-token filter, each row's from that row alone.
+
+    ``entropies`` is the surprisal −log μ(a_it) of the sampled token (its expectation is the
+    behaviour entropy), 0 on padding; ``failures`` marks rewards ≤ 0.
+
+    Shape:
+        ``{"entropies": [B, T] of the log-prob dtype, "failures": [B] bool}``.
+    """
+    entropies = torch.where(batch.action_mask, -batch.behavior_log_probs.detach(), 0.0)
+    return {"entropies": entropies, "failures": batch.rewards <= 0}
 
 
 def global_advantages(name: str, batch: LossBatch, *, scale_by_std: bool = True) -> Tensor:
@@ -433,5 +449,6 @@ def random_loss_batch(
 
 __all__ = [
     "FLOAT_DTYPES", "LAYOUTS", "LOSS_FUNCTIONS", "LossBatch", "PADDING_JUNK", "aggregations", "evaluate_loss",
-    "evaluate_sharded_loss", "global_advantages", "loss_batches", "loss_names", "random_loss_batch", "shard_sizes",
+    "evaluate_sharded_loss", "filter_inputs", "global_advantages", "loss_batches", "loss_names",
+    "random_loss_batch", "shard_sizes",
 ]

@@ -1,0 +1,48 @@
+"""``flashsim check-loss MODULE:FUNCTION``: check a loss function against its algorithm's invariants.
+
+Runs :func:`flashsim.testing.check_loss` (DESIGN.md's invariants, hypothesis-shrunk counterexamples)
+and prints the report as a table. Exit status: 0 when every invariant holds, 1 when one fails, 2 on a
+usage error (the function cannot be imported, an unknown option value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from flashsim.testing import ALGORITHMS, CONVENTIONS, INVARIANTS, check_loss
+from flashsim.testing.conventions import load_function
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check-loss", help="check a loss function against FlashREINFORCE's or GRPO's invariants",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("function", metavar="MODULE:FUNCTION", help="the loss, e.g. my_trainer.losses:policy_loss")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default="flash_reinforce",
+                        help="the algorithm the loss implements [default: flash_reinforce]")
+    parser.add_argument("--convention", choices=tuple(CONVENTIONS), default="flashsim",
+                        help="how the loss is called (see flashsim.testing.conventions) [default: flashsim]")
+    parser.add_argument("--delta", type=float, default=3e-3, help="the gate threshold δ the loss uses [default: 3e-3]")
+    parser.add_argument("--clip-eps", type=float, default=0.2, help="GRPO's clip range ε [default: 0.2]")
+    parser.add_argument("--std-eps", type=float, default=1e-6, help="GRPO's ε added to the group std [default: 1e-6]")
+    parser.add_argument("--examples", type=int, default=60, help="hypothesis examples per invariant [default: 60]")
+    parser.add_argument("--invariants", default=None, metavar="A,B,...",
+                        help=f"run only these ({', '.join(i.name for i in INVARIANTS)}) [default: all]")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        fn = load_function(args.function)
+        names = None if args.invariants is None else [n.strip() for n in args.invariants.split(",") if n.strip()]
+        report = check_loss(
+            fn, algorithm=args.algorithm, convention=args.convention, delta=args.delta, clip_eps=args.clip_eps,
+            std_eps=args.std_eps, max_examples=args.examples, invariants=names,
+        )
+    except (ImportError, ValueError, TypeError) as error:
+        print(f"flashsim check-loss: error: {error}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if report.passed else 1

@@ -1,0 +1,120 @@
+"""``check_loss``: run every invariant that applies to an algorithm against anyone's loss function.
+
+For each :data:`~flashsim.testing.invariants.INVARIANTS` entry that applies to the algorithm and the
+convention, hypothesis draws batches (float64, unequal lengths, any padding layout, policy lag) until
+the loss breaks the invariant or ``max_examples`` examples pass; a failure is shrunk to a minimal
+counterexample (fewest trajectories and tokens, simplest values), which the report prints. The search
+is derandomised: the same function gives the same report.
+
+hypothesis is a development dependency (``pip install 'flashsim[dev]'``), imported when
+:func:`check_loss` runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from flashsim.testing.conventions import ALGORITHMS, get_convention
+from flashsim.testing.invariants import INVARIANTS, Case, Context, Invariant
+from flashsim.testing.report import InvariantResult, LossReport, describe
+
+
+def check_loss(
+    fn: Callable,
+    *,
+    algorithm: str = "flash_reinforce",
+    convention: str = "flashsim",
+    delta: float = 3e-3,
+    clip_eps: float = 0.2,
+    std_eps: float = 1e-6,
+    max_examples: int = 60,
+    invariants: Sequence[str] | None = None,
+) -> LossReport:
+    """Check ``fn`` against the invariants of ``algorithm`` (DESIGN.md) and report each one.
+
+    Args:
+        fn: the loss function, called as ``convention`` says (:mod:`flashsim.testing.conventions`).
+        algorithm: ``"flash_reinforce"`` (batch-centred advantages, sequence gate, sample-mean) or
+            ``"grpo"`` (group-normalised advantages, PPO clip, token-mean).
+        convention: ``"flashsim"``, ``"verl"`` or ``"trl"``.
+        delta: the gate threshold δ that ``fn`` implements (flash_reinforce).
+        clip_eps: the symmetric clip range ε that ``fn`` implements (grpo).
+        std_eps: the ε added to the group std that ``fn`` implements (grpo, flashsim convention).
+        max_examples: hypothesis examples per invariant (more finds rarer bugs, takes longer).
+        invariants: names to run (default: all that apply).
+
+    Returns:
+        a :class:`~flashsim.testing.LossReport`; ``report.passed`` is False when any invariant fails,
+        ``print(report)`` shows the table and each failure's minimal counterexample.
+
+    >>> from flashsim.losses import flash_reinforce_loss
+    >>> check_loss(flash_reinforce_loss, max_examples=5).passed
+    True
+    """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
+    style = get_convention(convention)
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    for name, value in (("delta", delta), ("clip_eps", clip_eps), ("std_eps", std_eps)):
+        if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
+            raise ValueError(f"{name} must be a finite number ≥ 0, got {value!r}")
+    if not (isinstance(max_examples, int) and max_examples >= 1):
+        raise ValueError(f"max_examples must be an int ≥ 1, got {max_examples!r}")
+    names = [invariant.name for invariant in INVARIANTS]
+    unknown = sorted(set(invariants or ()) - set(names))
+    if unknown:
+        raise ValueError(f"unknown invariants {unknown}; valid: {', '.join(names)}")
+    context = Context(fn, style, algorithm, float(delta), float(clip_eps), float(std_eps))
+    results = tuple(
+        _run(invariant, context, max_examples)
+        for invariant in INVARIANTS
+        if invariants is None or invariant.name in invariants
+    )
+    return LossReport(_name(fn), algorithm, convention, results)
+
+
+def _run(invariant: Invariant, context: Context, max_examples: int) -> InvariantResult:
+    """Search for a counterexample with hypothesis; shrink it; say what happened."""
+    if context.algorithm not in invariant.algorithms:
+        return _result(invariant, "n/a", message=f"not an invariant of {context.algorithm}")
+    if invariant.needs_own_advantages and not context.convention.computes_advantages:
+        return _result(invariant, "n/a", message=f"the {context.convention.name} convention gets its advantages")
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import strategies as st
+
+    seen = {"examples": 0, "failure": None}
+
+    @settings(
+        max_examples=max_examples, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+    )
+    @given(st.data())
+    def search(data) -> None:
+        case = Case(data)
+        seen["examples"] += 1
+        try:
+            invariant.check(context, case)
+        except Exception as error:  # a user's loss may raise anything: that is a failure too
+            seen["failure"] = (error, describe(case.drawn))  # the last failure is the shrunk one
+            raise
+
+    try:
+        search()
+    except Exception as error:  # hypothesis re-raises the shrunk failure (or its own error)
+        failure, drawn = seen["failure"] or (error, "")
+        message = str(failure) if isinstance(failure, AssertionError) else f"{type(failure).__name__}: {failure}"
+        return _result(invariant, "FAILS", seen["examples"], message.strip(), drawn)
+    return _result(invariant, "holds", seen["examples"])
+
+
+def _result(invariant: Invariant, status: str, examples: int = 0, message: str = "", counterexample: str = ""):
+    return InvariantResult(invariant.name, invariant.design, invariant.statement, status, examples, message,
+                           counterexample)
+
+
+def _name(fn: Callable) -> str:
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    return f"{module}:{name}" if module and name else repr(fn)

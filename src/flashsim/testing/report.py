@@ -1,0 +1,88 @@
+"""The result of :func:`flashsim.testing.check_loss`: one row per invariant, printable as a table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from flashsim.testing.strategies import LossBatch
+
+STATUSES = ("holds", "FAILS", "n/a")
+
+
+@dataclass(frozen=True)
+class InvariantResult:
+    """One invariant's verdict; ``counterexample`` is the shrunk failing example, printed small."""
+
+    name: str
+    design: str
+    statement: str
+    status: str
+    examples: int = 0
+    message: str = ""
+    counterexample: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "FAILS"
+
+
+@dataclass(frozen=True)
+class LossReport:
+    """Every invariant's result for one loss function, algorithm and convention."""
+
+    function: str
+    algorithm: str
+    convention: str
+    results: tuple[InvariantResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when no invariant fails."""
+        return not self.failures
+
+    @property
+    def failures(self) -> tuple[InvariantResult, ...]:
+        return tuple(result for result in self.results if result.failed)
+
+    def __getitem__(self, name: str) -> InvariantResult:
+        for result in self.results:
+            if result.name == name:
+                return result
+        raise KeyError(f"no invariant {name!r}; valid: {', '.join(r.name for r in self.results)}")
+
+    def table(self) -> str:
+        """A fixed-width table: invariant, DESIGN.md number, status, examples, what must hold."""
+        width = max(len(r.name) for r in self.results)
+        lines = [f"{'invariant':<{width}}  {'#':<9}  {'status':<6}  {'examples':>8}  must hold",
+                 f"{'-' * width}  {'-' * 9}  {'-' * 6}  {'-' * 8}  {'-' * 9}"]
+        for r in self.results:
+            lines.append(f"{r.name:<{width}}  {r.design:<9}  {r.status:<6}  {r.examples:>8}  {r.statement}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        verdict = "all invariants hold" if self.passed else f"{len(self.failures)} invariant(s) FAIL"
+        parts = [f"check_loss({self.function}, algorithm={self.algorithm!r}, convention={self.convention!r}): "
+                 f"{verdict}", self.table()]
+        for r in self.failures:
+            parts.append(f"\n{r.name} FAILS: {r.message}\nminimal counterexample:\n{r.counterexample}")
+        return "\n".join(parts)
+
+
+def describe(drawn: dict[str, object]) -> str:
+    """The drawn values of a failing example, floats rounded to 4 digits."""
+    lines = []
+    for label, value in drawn.items():
+        if isinstance(value, LossBatch):
+            lines.append(f"  {label}: B = {value.batch_size}, T = {value.width}, dtype {value.log_probs.dtype}")
+            lines.extend(f"    {field.name} = {_rounded(getattr(value, field.name))}" for field in fields(value))
+        else:
+            lines.append(f"  {label} = {value}")
+    return "\n".join(lines)
+
+
+def _rounded(tensor: torch.Tensor) -> list:
+    if tensor.is_floating_point():
+        return tensor.to(torch.float64).round(decimals=4).tolist()
+    return tensor.tolist()

@@ -1,0 +1,97 @@
+"""``flashsim.testing.check_loss``: passes correct losses, flags every mutant, reports a shrunk example.
+
+The losses under test are in :mod:`tests.testing.mutants`: trainer-style implementations written
+from the formulas in three calling conventions, and mutants with one real bug each.
+"""
+
+import pytest
+
+from flashsim.losses import flash_reinforce_loss, grpo_loss
+from flashsim.testing import INVARIANTS, check_loss
+from tests.testing import mutants
+
+EXAMPLES = 25  # per invariant; the CLI and docs use the default (60)
+
+
+@pytest.mark.parametrize(
+    ("fn", "algorithm"), [(flash_reinforce_loss, "flash_reinforce"), (grpo_loss, "grpo")], ids=["flash", "grpo"]
+)
+def test_flashsims_own_losses_pass_every_invariant(fn, algorithm):
+    report = check_loss(fn, algorithm=algorithm, max_examples=EXAMPLES)
+    assert report.passed, str(report)
+    assert {r.status for r in report.results} <= {"holds", "n/a"}
+
+
+@pytest.mark.parametrize(("name", "algorithm", "convention"), mutants.CORRECT, ids=[c[0] for c in mutants.CORRECT])
+def test_a_correct_trainer_style_loss_passes_in_its_convention(name, algorithm, convention):
+    report = check_loss(getattr(mutants, name), algorithm=algorithm, convention=convention, max_examples=EXAMPLES)
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("mutant", mutants.MUTANTS, ids=[m.name for m in mutants.MUTANTS])
+def test_every_mutant_is_flagged_by_the_invariants_meant_to_catch_it(mutant):
+    report = check_loss(
+        getattr(mutants, mutant.name), algorithm=mutant.algorithm, convention=mutant.convention,
+        invariants=mutant.caught_by, max_examples=40,
+    )
+    assert {r.name for r in report.failures} == set(mutant.caught_by), str(report)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", mutants.MUTANTS, ids=[m.name for m in mutants.MUTANTS])
+def test_every_mutant_fails_the_full_check_at_the_default_budget(mutant):
+    report = check_loss(getattr(mutants, mutant.name), algorithm=mutant.algorithm, convention=mutant.convention)
+    assert not report.passed and set(mutant.caught_by) <= {r.name for r in report.failures}, str(report)
+
+
+def test_there_are_at_least_ten_mutants_covering_every_convention():
+    assert len(mutants.MUTANTS) >= 10
+    assert {m.convention for m in mutants.MUTANTS} == {"flashsim", "verl", "trl"}
+
+
+def test_a_failure_is_shrunk_to_a_small_printed_counterexample():
+    report = check_loss(mutants.grpo_no_clip, algorithm="grpo", invariants=["off_policy_gradient"])
+    result = report["off_policy_gradient"]
+    assert result.failed and "off-policy ∂L/∂log π" in result.message
+    assert "B = 2, T = 1" in result.counterexample  # one clipped token and its group sibling
+    text = str(report)
+    assert "1 invariant(s) FAIL" in text and "minimal counterexample" in text
+
+
+def test_invariants_that_do_not_apply_are_reported_not_applicable():
+    report = check_loss(mutants.verl_grpo_policy_loss, algorithm="grpo", convention="verl", max_examples=5)
+    status = {r.name: r.status for r in report.results}
+    assert status["rejected_rows"] == "n/a"  # a FlashREINFORCE invariant
+    assert status["advantage_baseline"] == "n/a"  # verl-style losses are handed their advantages
+    assert len(report.results) == len(INVARIANTS)
+
+
+def _no_shard_keywords(log_probs, behavior_log_probs, rewards, action_mask):
+    return flash_reinforce_loss(log_probs, behavior_log_probs, rewards, action_mask)
+
+
+def test_a_flashsim_style_loss_without_global_denominators_fails_the_shard_invariant_with_a_fix():
+    report = check_loss(_no_shard_keywords, invariants=["shards"], max_examples=5)
+    assert report["shards"].failed
+    assert "advantages=" in report["shards"].message and "num_sequences=" in report["shards"].message
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"algorithm": "ppo"}, ValueError),
+        ({"convention": "openrlhf"}, ValueError),
+        ({"delta": -1.0}, ValueError),
+        ({"max_examples": 0}, ValueError),
+        ({"invariants": ["no_such_invariant"]}, ValueError),
+    ],
+    ids=["algorithm", "convention", "delta", "max_examples", "invariants"],
+)
+def test_invalid_arguments_raise_an_error_naming_them(options, error):
+    with pytest.raises(error, match=next(iter(options))):
+        check_loss(flash_reinforce_loss, **options)
+
+
+def test_a_non_callable_raises_type_error():
+    with pytest.raises(TypeError, match="fn must be callable"):
+        check_loss("flash_reinforce_loss")
