@@ -167,6 +167,8 @@ class Learner:
         self.spec = LOSSES[loss_name]
         self.model, self.optimizer = model, optimizer
         self.loss_options = dict(loss_options or {})
+        fraction = self.loss_options.get("negative_token_fraction", self.spec.negative_token_fraction)
+        self._filters_tokens = fraction < 1
         self.temperature, self.chunk_size = temperature, chunk_size
         self.microbatch_size, self.max_grad_norm, self.max_tokens = microbatch_size, max_grad_norm, max_tokens
         self.version = 0
@@ -201,11 +203,14 @@ class Learner:
             last = start == starts[-1]
             with self.scorer.no_sync() if self.data_parallel and not last else contextlib.nullcontext():
                 log_probs, entropies = self.scorer(batch)
+                # The negative-token entropy filter ranks a failed trajectory's tokens by entropy: the
+                # learner's own (detached), which equal the behaviour policy's when the data is fresh.
+                filtered = {"entropies": entropies, "failures": batch.rewards <= 0} if self._filters_tokens else {}
                 loss, stats = self.loss_fn(
                     log_probs, batch.behavior_log_probs, batch.rewards, batch.action_mask, batch.group_ids,
                     advantages=advantages[start : start + size], num_sequences=batch_info.num_sequences,
                     num_tokens=batch_info.num_tokens, max_tokens=self.max_tokens or batch.action_mask.shape[1],
-                    **self.loss_options,
+                    **filtered, **self.loss_options,
                 )
                 (loss * scale).backward()  # × W: DDP's average over ranks becomes the sum
             parts.append(stats)

@@ -40,7 +40,7 @@ def test_policy_log_probs_equal_the_naive_log_softmax_of_the_models_logits(float
     assert bool((log_probs[~mask] == 0).all())
 
 
-@pytest.mark.parametrize("algo", ["flash_reinforce", "grpo", "token_mean"])
+@pytest.mark.parametrize("algo", ["flash_reinforce", "grpo", "token_mean", "entropy_filter"])
 def test_microbatches_with_global_denominators_give_the_full_batch_gradient(float64_model, tokenizer, algo):
     rollouts = _rollouts(float64_model, tokenizer, count=8, group_size=4)
     grads = []
@@ -54,6 +54,19 @@ def test_microbatches_with_global_denominators_give_the_full_batch_gradient(floa
         assert learner.version == 1 and stats["trust/acceptance_rate"] == 1.0
     assert grads[0].abs().max() > 0
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-9, atol=1e-12)
+
+
+def test_the_entropy_filter_reaches_the_loss_through_scales_learner(float64_model, tokenizer):
+    rollouts = _rollouts(float64_model, tokenizer, count=8, group_size=1)
+    assert {r.reward for r in rollouts} == {0.0, 1.0}
+    grads = {}
+    for algo in ("flash_reinforce", "entropy_filter"):
+        model = copy.deepcopy(float64_model)
+        learner = Learner(model, torch.optim.SGD(model.parameters(), lr=0.0), loss_name=algo, max_grad_norm=None,
+                          loss_options={"delta": 1e9})
+        learner.step(rollouts)
+        grads[algo] = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
+    assert not torch.allclose(grads["flash_reinforce"], grads["entropy_filter"])
 
 
 def test_sync_rollouts_are_on_policy(float64_model, tokenizer):
