@@ -60,9 +60,13 @@ def main() -> None:
                 "max_abs_diff": float((gradient - reference).abs().max()),
                 "reference_norm": float(reference.norm()),
             }
-    dist.destroy_process_group()
     with open(out, "w") as handle:
         json.dump(result, handle)
+    # Rank 0 hosts the TCP store: leaving together keeps it up until every rank has left the group (a
+    # rank still tearing down after rank 0 exited was aborted, "terminate called without an active
+    # exception", exit -6).
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
