@@ -167,8 +167,7 @@ class Learner:
         self.spec = LOSSES[loss_name]
         self.model, self.optimizer = model, optimizer
         self.loss_options = dict(loss_options or {})
-        fraction = self.loss_options.get("negative_token_fraction", self.spec.negative_token_fraction)
-        self._filters_tokens = fraction < 1
+        self._filters_tokens = self.loss_fn.needs_entropies(self.loss_options)
         self.temperature, self.chunk_size = temperature, chunk_size
         self.microbatch_size, self.max_grad_norm, self.max_tokens = microbatch_size, max_grad_norm, max_tokens
         self.version = 0

@@ -15,13 +15,9 @@ import torch  # noqa: E402
 from scale.cli import main  # noqa: E402
 from scale.config import load_config  # noqa: E402
 from scale.trainer import Trainer  # noqa: E402
+from tests.scale.tiny_run import TINY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = [
-    "warmup.steps=5", "train.batch_size=8", "model.hidden_size=32", "model.intermediate_size=64",
-    "data.num_train=64", "data.num_test=16", "eval.every=2", "loop.trajectories_per_call=4", "loop.queue_size=4",
-    "log.progress=false", "rollout.max_new_tokens=12", "log.checkpoint_every=2",
-]
 
 
 def _cli(*args, cwd=ROOT):

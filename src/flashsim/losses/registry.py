@@ -12,6 +12,7 @@ where ``options`` are keyword arguments of :func:`flashsim.losses.policy_loss` (
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from torch import Tensor
@@ -77,6 +78,11 @@ class RegisteredLoss:
 
     def __init__(self, name: str, spec: LossSpec) -> None:
         self.name, self.spec = name, spec
+
+    def needs_entropies(self, options: Mapping[str, object]) -> bool:
+        """True when a call with ``options`` runs the negative-token entropy filter (``negative_token_fraction``
+        below 1, the entry's own or an override), so the caller must pass ``entropies`` and ``failures``."""
+        return options.get("negative_token_fraction", self.spec.negative_token_fraction) < 1
 
     def __call__(
         self,

@@ -86,8 +86,7 @@ class Learner:
         self.loss_fn = get_loss(algorithm.loss)
         self.advantage_fn = ADVANTAGES[self.loss_fn.spec.advantage]
         self.options = dict(algorithm.loss_options)
-        fraction = self.options.get("negative_token_fraction", self.loss_fn.spec.negative_token_fraction)
-        self.filters_tokens = fraction < 1
+        self.filters_tokens = self.loss_fn.needs_entropies(self.options)
         self.optimizer = OPTIMIZERS[algorithm.optimizer](policy.parameters(), lr=algorithm.learning_rate)
         self.dtype = next(policy.parameters()).dtype
 
