@@ -97,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from scale.trainer import Trainer  # imports transformers: only once the configuration is known to be good
 
-    summary = Trainer(config, resume=args.resume).run()
+    trainer = Trainer(config, resume=args.resume)
+    summary = trainer.run()
+    if trainer.data_parallel:  # this rank joined torchrun's group: leave it, as PyTorch asks, after success only
+        import torch.distributed  # (a failed rank must not wait for the others)
+
+        torch.distributed.destroy_process_group()
     print(json.dumps(summary, indent=2))
     return 0

@@ -27,10 +27,11 @@ def _free_port() -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2])
 def test_data_parallel_gradients_equal_the_single_process_full_batch_gradient(world_size, tmp_path):
-    port = _free_port()
+    rendezvous = str(tmp_path / "rendezvous")
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     outputs = [tmp_path / f"rank{r}.json" for r in range(world_size)]
-    ranks = [subprocess.Popen([sys.executable, str(WORKER), str(r), str(world_size), port, str(outputs[r])], env=env)
+    ranks = [subprocess.Popen([sys.executable, str(WORKER), str(r), str(world_size), rendezvous, str(outputs[r])],
+                              env=env)
              for r in range(world_size)]
     assert [p.wait(timeout=300) for p in ranks] == [0] * world_size
     for output in outputs:

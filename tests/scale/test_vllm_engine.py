@@ -10,9 +10,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-pytest.importorskip("vllm")
-
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vllm_installed():
+    """Imported when a test runs, not at collection (importing vLLM takes ~3 s of every collection)."""
+    pytest.importorskip("vllm")
 
 PROMPTS = ["12*7=", "3+4=", "100+23=", "5="]
 
