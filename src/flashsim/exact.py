@@ -148,9 +148,8 @@ def backward_induction(
 def optimal_success(tables: Any, prompts: Any = "train") -> float:
     """The best mean return over ``prompts`` of a policy that sees the hidden state (NaN: no prompt).
 
-    Exact for the bandit (the best answer per prompt, ``mean_p max_a s[p, a]``) and for envs whose
-    observation is the state (FrozenLake); otherwise an upper bound on what an observation-based
-    policy reaches.
+    Exact for the bandit (the best answer per prompt, ``mean_p max_a s[p, a]``); otherwise an upper
+    bound on what a policy on observations reaches (:func:`optimum_is_exact` says which).
 
     Example:
         >>> import toy_envs
@@ -164,6 +163,25 @@ def optimal_success(tables: Any, prompts: Any = "train") -> float:
     zeros = torch.zeros(tables.reward.shape[0], 1, dtype=torch.float64)
     values = backward_induction(tables, None, tables.reward.unsqueeze(-1), zeros).squeeze(-1)
     return float((tables.initial_distribution[selected] @ values).mean())
+
+
+def optimum_is_exact(tables: Any) -> bool:
+    """Whether :func:`optimal_success` is reachable by a policy on observations, not only an upper bound.
+
+    :func:`optimal_success` is the optimum over policies that see the state and the step. A policy on
+    observations matches it when an episode is one step and each state has an observation of its own
+    (the bandits). It is a bound elsewhere: FrozenLake's policy does not see how many of its 100 steps
+    are left (bound 0.7442; the greedy stationary policy reaches 0.7402), and states of the tool
+    gridworld share observations.
+
+    Example:
+        >>> import toy_envs
+        >>> optimum_is_exact(toy_envs.PromptBandit(**toy_envs.bandit_preset("tiny")).tables())
+        True
+    """
+    tables = to_torch(tables)
+    observations = tables.observation_of_state
+    return tables.horizon == 1 and torch.unique(observations).numel() == observations.numel()
 
 
 def prompt_returns(tables: Any, policy: Policy, prompts: Any = None) -> torch.Tensor:

@@ -23,6 +23,15 @@ def test_frozen_lake_trains_with_exact_success_from_its_p_table():
     uniform = Simulation(config)  # the starting policy is uniform, so row 0's success is its exact J
     assert first["env/success_train"] == pytest.approx(exact.expected_return(uniform.tables, uniform.policy).item())
     assert result.summary["optimal_success_train"] == pytest.approx(0.7442, abs=1e-3)
+    assert result.summary["optimum_is_exact"] is False  # the policy does not see the steps left
+
+
+def test_the_optimum_is_exact_for_one_step_envs_that_show_the_state_and_a_bound_elsewhere():
+    from flashsim.sim import build_tables
+
+    assert exact.optimum_is_exact(build_tables("bandit")) and exact.optimum_is_exact(build_tables("bandit_hard"))
+    assert not exact.optimum_is_exact(build_tables("gridworld"))  # several states share an observation
+    assert not exact.optimum_is_exact(build_tables("chain"))  # 16 steps: the policy does not see the step
 
 
 def test_an_env_without_tables_reports_monte_carlo_success_with_its_standard_error():
@@ -57,6 +66,7 @@ def test_the_cli_trains_frozen_lake_and_refuses_cartpole(tmp_path):
                           capture_output=True, text=True, check=True)
     summary = json.loads(done.stdout)
     assert summary["env"] == "FrozenLake-v1" and np.isfinite(summary["success_train"])
+    assert summary["optimum_is_exact"] is False
     refused = subprocess.run([*command, "--env", "CartPole-v1", "--out", str(tmp_path / "cart")],
                              capture_output=True, text=True)
     assert refused.returncode == 2 and "observation space is Box" in refused.stderr

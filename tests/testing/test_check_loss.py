@@ -78,10 +78,12 @@ def test_a_flashsim_style_loss_without_global_denominators_fails_the_shard_invar
         ({"algorithm": "ppo"}, ValueError),
         ({"convention": "openrlhf"}, ValueError),
         ({"delta": -1.0}, ValueError),
+        ({"delta": "0.1"}, TypeError),
         ({"max_examples": 0}, ValueError),
+        ({"max_examples": 2.5}, TypeError),
         ({"invariants": ["no_such_invariant"]}, ValueError),
     ],
-    ids=["algorithm", "convention", "delta", "max_examples", "invariants"],
+    ids=["algorithm", "convention", "delta", "delta-type", "max_examples", "max_examples-type", "invariants"],
 )
 def test_invalid_arguments_raise_an_error_naming_them(options, error):
     with pytest.raises(error, match=next(iter(options))):

@@ -49,3 +49,14 @@ def test_help_text_comes_from_the_sweep_config_docstrings():
     subparsers = next(action for action in parser._actions if action.dest == "command")
     help_text = subparsers.choices["variance"].format_help()
     assert "Policy lags L" in help_text and "[default: 0,2,4,8]" in help_text
+
+
+@pytest.mark.slow  # ~3 s: FrozenLake's 100-step horizon
+def test_a_gymnasium_env_with_exact_tables_is_measured_and_one_without_is_refused(tmp_path, capsys):
+    common = ["--estimators", "flash_reinforce", "--budget", "8", "--lags", "0,1", "--steps", "2",
+              "--batches", "20", "--bootstrap", "0", "--quiet"]
+    assert main(["variance", "--env", "FrozenLake-v1", *common, "--out", str(tmp_path / "lake")]) == 0
+    rows = list(csv.DictReader((tmp_path / "lake" / "variance.csv").open()))
+    assert {row["config/env"] for row in rows} == {"FrozenLake-v1"} and len(rows) == 2
+    assert main(["variance", "--env", "Taxi-v4", *common, "--out", str(tmp_path / "taxi")]) == 2
+    assert "exact tables" in capsys.readouterr().err  # Taxi's rewards lie outside [0, 1]

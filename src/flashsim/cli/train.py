@@ -106,7 +106,7 @@ def _print_summary(summary: dict, out: Path) -> None:
     final = summary["final"]
     print(f"{summary['algorithm']} on {summary['env']}, {summary['lag']}, seed {summary['seed']}: "
           f"{summary['updates']} updates, {summary['rollouts']} rollouts")
-    bound = "optimum" if summary["env"].startswith("bandit") else "upper bound on the optimum"
+    bound = "optimum" if summary["optimum_is_exact"] else "upper bound on the optimum"
     success, optimum = summary["success_train"], summary["optimal_success_train"]
     if optimum is None:  # no exact tables: a Monte Carlo estimate
         print(f"  success (train, MC)     {success:.4f} ± {summary['success_train_stderr']:.4f} (s.e.)")

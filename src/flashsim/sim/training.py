@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from flashsim.config import from_dict, to_dict
+from flashsim.exact import optimal_success, optimum_is_exact
 from flashsim.io import (
     METRICS_CSV,
     MetricsWriter,
@@ -28,7 +29,6 @@ from flashsim.io import (
 )
 from flashsim.sim.config import FixedLag, RandomLag, TrainConfig
 from flashsim.sim.engine import EngineState
-from flashsim.sim.envs import optimal_success
 from flashsim.sim.lag import LaggedSourceState, SimClock
 from flashsim.sim.learner import LearnerState, PreparedBatch
 from flashsim.sim.ledger import Ledger, LedgerState
@@ -168,6 +168,7 @@ def _summary(
         "success_train": final_success["env/success_train"],
         "success_heldout": final_success["env/success_heldout"],
         "optimal_success_train": optimal_success(simulation.tables, "train") if simulation.tables is not None else None,
+        "optimum_is_exact": optimum_is_exact(simulation.tables) if simulation.tables is not None else None,
         "success_train_stderr": final_success["env/success_train_stderr"],
         "accounting": {**simulation.ledger.counts(), "stragglers": simulation.ledger.stragglers},
         "wall_seconds": elapsed,

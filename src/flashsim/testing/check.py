@@ -12,12 +12,12 @@ hypothesis is a development dependency (``pip install 'flashsim[dev]'``), import
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 from flashsim.testing.conventions import ALGORITHMS, get_convention
 from flashsim.testing.invariants import INVARIANTS, Case, Context, Invariant
 from flashsim.testing.report import InvariantResult, LossReport, describe
+from flashsim.validation import check_choice, check_int, check_real
 
 
 def check_loss(
@@ -52,21 +52,16 @@ def check_loss(
     >>> check_loss(flash_reinforce_loss, max_examples=5).passed
     True
     """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
+    check_choice("algorithm", algorithm, ALGORITHMS)
     style = get_convention(convention)
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    for name, value in (("delta", delta), ("clip_eps", clip_eps), ("std_eps", std_eps)):
-        if not (isinstance(value, (int, float)) and 0 <= value < math.inf):
-            raise ValueError(f"{name} must be a finite number ≥ 0, got {value!r}")
-    if not (isinstance(max_examples, int) and max_examples >= 1):
-        raise ValueError(f"max_examples must be an int ≥ 1, got {max_examples!r}")
-    names = [invariant.name for invariant in INVARIANTS]
-    unknown = sorted(set(invariants or ()) - set(names))
-    if unknown:
-        raise ValueError(f"unknown invariants {unknown}; valid: {', '.join(names)}")
-    context = Context(fn, style, algorithm, float(delta), float(clip_eps), float(std_eps))
+    delta, clip_eps, std_eps = (check_real(name, value, low=0.0) for name, value in
+                                (("delta", delta), ("clip_eps", clip_eps), ("std_eps", std_eps)))
+    max_examples = check_int("max_examples", max_examples, low=1)
+    for name in invariants or ():
+        check_choice("invariants", name, (invariant.name for invariant in INVARIANTS))
+    context = Context(fn, style, algorithm, delta, clip_eps, std_eps)
     results = tuple(
         _run(invariant, context, max_examples)
         for invariant in INVARIANTS

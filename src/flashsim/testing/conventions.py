@@ -51,6 +51,7 @@ from torch import Tensor
 
 from flashsim.losses import aggregate, batch_centered, group_normalized
 from flashsim.testing.strategies import LossBatch
+from flashsim.validation import check_choice
 
 ALGORITHMS = ("flash_reinforce", "grpo")
 AGGREGATION = {"flash_reinforce": "sample_mean", "grpo": "token_mean"}
@@ -181,9 +182,7 @@ CONVENTIONS: dict[str, Convention] = {
 
 def get_convention(name: str) -> Convention:
     """The convention called ``name``; unknown names list the valid ones."""
-    if name not in CONVENTIONS:
-        raise ValueError(f"unknown convention {name!r}; valid: {', '.join(CONVENTIONS)}")
-    return CONVENTIONS[name]
+    return CONVENTIONS[check_choice("convention", name, CONVENTIONS)]
 
 
 def shard_of(algorithm: str, batch: LossBatch, rows: Tensor, *, eps: float = 1e-6) -> tuple[LossBatch, Shard]:
