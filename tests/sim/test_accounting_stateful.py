@@ -39,7 +39,8 @@ class EngineAccounting(RuleBasedStateMachine):
     )
     def start(self, env, workers, group_size, groups, synchronous, extra_queue, crash_prob, straggler_prob, seed):
         batch_size = group_size * groups
-        timing = TimingModel(tool_latency=2.0, step_sigma=0.5, straggler_prob=straggler_prob, straggler_factor=8.0)
+        timing = TimingModel(tool_latency=2.0, step_duration_sigma=0.5, straggler_prob=straggler_prob,
+                             straggler_factor=8.0)
         sim_env = make_env(env, batch_size, timing=timing)
         tables = sim_env.tables
         config = AsyncWorkers(

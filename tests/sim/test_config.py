@@ -55,7 +55,7 @@ def test_parse_lag_rejects_malformed_specs_with_the_syntax(spec):
         (lambda: AlgorithmConfig(batch_size=16, group_size=4, minibatches=8), "whole groups"),
         (lambda: AlgorithmConfig(learning_rate=0.0), "learning_rate"),
         (lambda: AlgorithmConfig(optimizer="lion"), "optimizer"),
-        (lambda: TimingModel(step_time=-1.0), "step_time"),
+        (lambda: TimingModel(step_duration=-1.0), "step_duration"),
         (lambda: TimingModel(straggler_factor=0.5), "straggler_factor"),
         (lambda: AsyncWorkers(crash_prob=1.5), "crash_prob"),
         (lambda: TrainConfig(updates=0), "updates"),
@@ -106,9 +106,9 @@ def test_a_config_survives_plain_data_and_back_unchanged():
 
 def test_set_assignments_are_typed_by_the_field_they_set():
     config = load(TrainConfig, assignments=["lag=workers:8", "lag.crash_prob=0.25", "algorithm.batch_size=16",
-                                            "algorithm.loss_options.delta=0.01", "timing.tool_sigma=0.5"])
+                                            "algorithm.loss_options.delta=0.01", "timing.tool_latency_sigma=0.5"])
     assert config.lag == AsyncWorkers(8, crash_prob=0.25) and config.algorithm.batch_size == 16
-    assert config.algorithm.loss_options == {"delta": 0.01} and config.timing.tool_sigma == 0.5
+    assert config.algorithm.loss_options == {"delta": 0.01} and config.timing.tool_latency_sigma == 0.5
 
 
 def test_set_refines_a_lag_given_in_text_form_in_the_file(tmp_path):

@@ -27,7 +27,7 @@ def lags(env, workers, updates=50, warm_up=20, timing=None, batch_size=32, **wor
 
 
 def make_engine(config, batch_size=8, group_size=1, timing=None, env="bandit_tiny", seed=0):
-    timing = timing or TimingModel()
+    timing = timing or TimingModel(tool_latency=4.0)  # the default before TimingModel took Latency's fields
     sim_env = make_env(env, batch_size, timing=timing)
     tables = sim_env.tables
     engine = AsyncEngine(
@@ -53,13 +53,13 @@ def test_emergent_lag_grows_with_the_number_of_workers():
 
 
 def test_emergent_lag_grows_with_the_duration_tail():
-    light = lags("gridworld", 64, timing=TimingModel(tool_latency=5.0, tool_sigma=0.0))[1]
-    heavy = lags("gridworld", 64, timing=TimingModel(tool_latency=5.0, tool_sigma=2.0))[1]
+    light = lags("gridworld", 64, timing=TimingModel(tool_latency=5.0, tool_latency_sigma=0.0))[1]
+    heavy = lags("gridworld", 64, timing=TimingModel(tool_latency=5.0, tool_latency_sigma=2.0))[1]
     assert heavy > light + 3, (light, heavy)
 
 
 def test_synchronous_workers_are_on_policy_and_idle_at_the_barrier():
-    timing = TimingModel(tool_latency=5.0, tool_sigma=1.5)
+    timing = TimingModel(tool_latency=5.0, tool_latency_sigma=1.5)
     _, sync_max, sync_rows = lags("gridworld", 32, updates=12, warm_up=0, timing=timing, synchronous=True)
     _, _, async_rows = lags("gridworld", 32, updates=12, warm_up=0, timing=timing)
     assert sync_max == 0

@@ -84,8 +84,8 @@ def test_sample_means_agree_with_the_exact_expectations(env):
         assert abs(sampled.mean() - expected[key].item()) < 5 * standard_error, key
 
 
-def test_durations_are_steps_times_step_time_without_jitter_or_tools():
-    sim_env = make_env("chain", 64, timing=TimingModel(step_time=2.5, step_sigma=0.0, tool_latency=0.0))
+def test_durations_are_steps_times_step_duration_without_jitter_or_tools():
+    sim_env = make_env("chain", 64, timing=TimingModel(step_duration=2.5, step_duration_sigma=0.0, tool_latency=0.0))
     tables = sim_env.tables
     batch = Collector(sim_env).sample(Snapshot.of_policy(random_policy(tables, 0), 0),
                                       np.resize(tables.train_prompts, 64), np.random.default_rng(0))
@@ -105,7 +105,7 @@ def test_tool_calls_add_lognormal_latency_to_the_duration():
 
 def test_the_gridworld_preset_timing_is_read_from_the_env_latency():
     timing = ENVS["gridworld"].timing
-    assert (timing.step_time, timing.tool_latency, timing.tool_sigma) == (1.0, 5.0, 1.0)
+    assert (timing.step_duration, timing.tool_latency, timing.tool_latency_sigma) == (1.0, 5.0, 1.0)
 
 
 def test_logprob_noise_perturbs_only_the_stored_policy_tokens_and_keeps_them_log_probabilities():
@@ -137,7 +137,7 @@ def test_an_env_without_tables_collects_its_own_returns():
     policy = TabularPolicy(torch.zeros(sim_env.num_observations, sim_env.num_actions, dtype=torch.float64))
     batch = Collector(sim_env).sample(Snapshot.of_policy(policy, 0), np.zeros(8, np.int64), np.random.default_rng(0))
     assert (batch.lengths >= 1).all() and (batch.rewards < 0).any()
-    assert (batch.durations == batch.lengths).all()  # no info["duration"]: step_time 1 per step
+    assert (batch.durations == batch.lengths).all()  # no info["duration"]: step_duration 1 per step
 
 
 def test_snapshot_store_keeps_the_last_versions_and_maps_negative_versions_to_the_first():

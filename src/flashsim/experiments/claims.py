@@ -259,7 +259,8 @@ def c7_async(profile: str) -> ClaimDesign:
     """C7: asynchronous single-rollout vs a synchronous group barrier under heavy-tailed durations."""
     sigmas = _pick(profile, (1.0,), (0.0, 1.0, 2.0, 3.0), (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0))
     updates = _pick(profile, 16, 100, 200)
-    knob = tuple(KnobValue(f"sigma{s}", f"tool σ = {s}", {"timing": {"tool_sigma": s}}, value=s) for s in sigmas)
+    knob = tuple(KnobValue(f"sigma{s}", f"tool σ = {s}", {"timing": {"tool_latency_sigma": s}}, value=s)
+                 for s in sigmas)
     return ClaimDesign(
         claim="C7",
         title="Asynchronous single-rollout vs synchronous group barrier: simulated time",

@@ -77,7 +77,7 @@ class RunSpec:
     lag: str = "0"
     """Lag model in the ``--lag`` syntax: ``L``, ``random:MAX[...]``, ``workers:N[:sync]``."""
     timing: Mapping[str, float] = field(default_factory=dict)
-    """Overrides of the env preset's ``TimingModel`` fields (``tool_sigma``, ``straggler_prob`` ...)."""
+    """Overrides of the env preset's ``TimingModel`` fields (``tool_latency_sigma``, ``straggler_prob`` ...)."""
     updates: int = 100
     """Learner updates."""
     eval_every: int = 10

@@ -11,9 +11,10 @@ learner updates, δ the sequence-gate threshold, N rollout workers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 
+import toy_envs
 from flashsim.config import PARSE
 from flashsim.validation import check_choice, check_instance, check_int, check_probability, check_real
 
@@ -119,22 +120,16 @@ def parse_lag(spec: str) -> LagModel:
 
 
 @dataclass(frozen=True)
-class TimingModel:
-    """Simulated durations: per-step time plus heavy-tailed (lognormal) tool latency.
+class TimingModel(toy_envs.Latency):
+    """Simulated durations: the toy envs' :class:`toy_envs.Latency` (its four fields, under its names) plus
+    the learner's update time and stragglers.
 
-    A trajectory of T steps with C tool calls lasts ``Σ_t step_time·e^{σ_s z_t} + Σ_c tool_latency·e^{σ_t z_c}``
-    with independent standard normals z (``step_time``/``tool_latency`` are medians); a straggler lasts
-    ``straggler_factor`` times that.
+    A trajectory of T steps with C tool calls lasts
+    ``Σ_t step_duration·e^{σ_s z_t} + Σ_c tool_latency·e^{σ_t z_c}`` with independent standard normals z
+    (σ_s = ``step_duration_sigma``, σ_t = ``tool_latency_sigma``; the durations are medians); a straggler
+    lasts ``straggler_factor`` times that. The env computes the durations; the simulator schedules with them.
     """
 
-    step_time: float = 1.0
-    """Median simulated seconds per policy step (token)."""
-    step_sigma: float = 0.0
-    """Lognormal σ of the per-step time (0: every step takes ``step_time``, as in the toy envs)."""
-    tool_latency: float = 4.0
-    """Median simulated seconds of one tool call."""
-    tool_sigma: float = 1.0
-    """Lognormal σ of the tool latency (the heavy tail)."""
     update_time: float = 1.0
     """Simulated seconds one learner update takes."""
     straggler_prob: float = 0.0
@@ -143,10 +138,15 @@ class TimingModel:
     """How many times longer a straggler takes."""
 
     def __post_init__(self) -> None:
-        for name in ("step_time", "step_sigma", "tool_latency", "tool_sigma", "update_time"):
+        for name in ("step_duration", "step_duration_sigma", "tool_latency", "tool_latency_sigma", "update_time"):
             check_real(name, getattr(self, name), low=0.0)
         check_probability("straggler_prob", self.straggler_prob)
         check_real("straggler_factor", self.straggler_factor, low=1.0)
+
+    @property
+    def latency(self) -> toy_envs.Latency:
+        """The env's part: what a toy env is built with."""
+        return toy_envs.Latency(**{f.name: getattr(self, f.name) for f in fields(toy_envs.Latency)})
 
 
 @dataclass(frozen=True)

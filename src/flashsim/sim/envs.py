@@ -11,13 +11,13 @@ reports Monte Carlo success with its standard error.
 Durations: the toy envs report each step's simulated seconds in ``info["duration"]`` from their
 :class:`toy_envs.Latency` (the only latency model); a :class:`~flashsim.sim.config.TimingModel`
 given in the config is passed to the env as its ``Latency``. Envs without ``info["duration"]`` take
-``TimingModel.step_time`` per step.
+``TimingModel.step_duration`` per step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -97,7 +97,7 @@ def make_env(
     kwargs = {**preset.options, **dict(options or {})}
     is_toy = preset.env_id.startswith("toy_envs/")
     if timing is not None and is_toy:
-        kwargs["latency"] = latency_of(timing)
+        kwargs["latency"] = timing.latency
     single = _make_single(name, preset.env_id, kwargs)
     _check_discrete(name, single)
     try:
@@ -142,24 +142,12 @@ def _check_discrete(name: str, env: gym.Env) -> None:
         )
 
 
-def latency_of(timing: TimingModel) -> toy_envs.Latency:
-    """The toy envs' :class:`toy_envs.Latency` that a :class:`TimingModel` describes."""
-    return toy_envs.Latency(
-        step_duration=timing.step_time, tool_latency=timing.tool_latency,
-        tool_latency_sigma=timing.tool_sigma, step_duration_sigma=timing.step_sigma,
-    )
-
-
 def timing_of(env: gym.Env) -> TimingModel:
-    """The :class:`TimingModel` of an env's own latency (defaults for envs without one)."""
+    """The :class:`TimingModel` of an env's own latency (no tool latency for envs without one)."""
     dynamics = getattr(env.unwrapped, "_dynamics", None)
     if dynamics is None:
-        return TimingModel(tool_latency=0.0)
-    latency = dynamics.latency
-    return TimingModel(
-        step_time=latency.step_duration, step_sigma=latency.step_duration_sigma,
-        tool_latency=latency.tool_latency, tool_sigma=latency.tool_latency_sigma,
-    )
+        return TimingModel()
+    return TimingModel(**asdict(dynamics.latency))
 
 
 def build_tables(name: str, options: Mapping[str, object] | None = None) -> toy_envs.MDPTables:

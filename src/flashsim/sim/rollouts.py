@@ -101,15 +101,15 @@ class Collector:
 
     Args:
         env: the vector env and what is known about it.
-        step_time: seconds per step of envs that do not report ``info["duration"]``.
+        step_duration: seconds per step of envs that do not report ``info["duration"]``.
         logprob_noise: std of Gaussian noise added to the *stored* behaviour log-probs (models the
             numerical gap between an inference engine and the learner; the actions are still drawn
             from the true snapshot). Noisy values are capped at 0 so they stay log-probabilities.
     """
 
-    def __init__(self, env, step_time: float = 1.0, logprob_noise: float = 0.0) -> None:
+    def __init__(self, env, step_duration: float = 1.0, logprob_noise: float = 0.0) -> None:
         self.env = env
-        self.step_time = float(step_time)
+        self.step_duration = float(step_duration)
         self.logprob_noise = float(logprob_noise)
         self.steps = 0  # env steps simulated (for throughput reports)
 
@@ -154,7 +154,7 @@ class Collector:
             out.rewards += np.where(alive, reward[:n], 0.0)
             if "tool_call" in info:
                 out.tool_calls += alive & info["tool_call"][:n]
-            duration = info["duration"][:n] if "duration" in info else self.step_time
+            duration = info["duration"][:n] if "duration" in info else self.step_duration
             out.durations += np.where(alive, duration, 0.0)
             out.lengths += alive
             out.truncated |= alive & truncated[:n] & ~terminated[:n]

@@ -73,7 +73,7 @@ class Simulation:
         self.policy = make_policy(config.policy, self.env, generator=generator)
         self.learner = Learner(self.policy, config.algorithm)
         self.exact_tables = exact.to_torch(self.tables) if self.tables is not None else None
-        self.sampler = Collector(self.env, self.timing.step_time, config.logprob_noise)
+        self.sampler = Collector(self.env, self.timing.step_duration, config.logprob_noise)
         source = AsyncEngine if isinstance(config.lag, AsyncWorkers) else LaggedSource
         self.source = source(
             config.lag, config.algorithm, self.sampler, self.timing, self.env.train_prompts, self.rng
