@@ -64,7 +64,7 @@ def main() -> None:
     with open(out, "w") as handle:
         json.dump(result, handle)
     dist.destroy_process_group()
-    # Skip interpreter finalization: in ~8 % of runs (torch 2.13, gloo) a rank aborted *after* its result
+    # Skip interpreter finalization: in ~11 % of runs (torch 2.13, gloo) a rank aborted *after* its result
     # was written and the group destroyed ("terminate called without an active exception", exit -6),
     # with a TCP or a file store, with or without a barrier. That is torch's exit path, not the gradients
     # under test (pytorch/pytorch#190489, #179291).
