@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import copy
 import math
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from scale.engine.base import SamplingParams, Trajectory
+from scale.engine.weights import PublishedWeights
 from scale.model import cache_keyword, output_cache
 from scale.tokenizer import Tokenizer
 
@@ -77,35 +77,21 @@ class TransformersEngine:
         self.max_batch_size = max_batch_size
         self.generator = torch.Generator(self.device).manual_seed(seed)
         self._cache_keyword = cache_keyword(self.model)
-        self._lock = threading.Lock()
-        self._loaded_version = 0
-        self._pending: tuple[dict[str, torch.Tensor], int] | None = None
+        self._weights = PublishedWeights(self.device)
 
     @property
     def version(self) -> int:
-        with self._lock:
-            return self._pending[1] if self._pending is not None else self._loaded_version
+        return self._weights.version
 
     def update_weights(self, weights: Any, version: int) -> None:
         """Publish ``weights`` (a module or a state dict) as ``version``; copied now, loaded lazily."""
-        state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
-        snapshot = {name: tensor.detach().to(self.device, copy=True) for name, tensor in state.items()}
-        with self._lock:
-            self._pending = (snapshot, int(version))
-
-    def _load_pending(self) -> int:
-        with self._lock:
-            if self._pending is not None:
-                state, self._loaded_version = self._pending
-                self._pending = None
-                self.model.load_state_dict(state)
-            return self._loaded_version
+        self._weights.publish(weights, version)
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Trajectory]:
         """One trajectory per prompt, sampled from the newest published weights."""
         if not all(len(p) > 0 for p in prompts):
             raise ValueError("every prompt must hold at least one token")
-        version = self._load_pending()
+        version = self._weights.load_newest(self.model.load_state_dict)
         size = self.max_batch_size or max(len(prompts), 1)
         out: list[Trajectory] = []
         for start in range(0, len(prompts), size):

@@ -31,13 +31,13 @@ receives the state dict through the object store and calls the same :meth:`updat
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from scale.engine.base import SamplingParams, Trajectory
+from scale.engine.weights import PublishedWeights
 from scale.tokenizer import Tokenizer
 
 CPU_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -84,31 +84,20 @@ class VLLMEngine:
         # vLLM's CPU attention checks that its kernels run with the torch thread count it planned with;
         # a rollout thread starts with the process default, so generate() restores the count seen here.
         self._threads = torch.get_num_threads()
-        self._lock = threading.Lock()
-        self._loaded_version = 0
-        self._pending: tuple[list[tuple[str, torch.Tensor]], int] | None = None
+        self._weights = PublishedWeights("cpu")
 
     @property
     def version(self) -> int:
-        with self._lock:
-            return self._pending[1] if self._pending is not None else self._loaded_version
+        return self._weights.version
 
     def update_weights(self, weights: Any, version: int) -> None:
         """Publish ``weights`` (a module or a state dict, Hugging Face names) as ``version``; loaded lazily."""
-        state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
-        items = [(name, tensor.detach().to("cpu", copy=True)) for name, tensor in state.items()]
-        with self._lock:
-            self._pending = (items, int(version))
+        self._weights.publish(weights, version)
 
-    def _load_pending(self) -> int:
-        with self._lock:
-            pending, self._pending = self._pending, None
-            if pending is not None:
-                items, self._loaded_version = pending
-                self.llm.collective_rpc("reload_weights",
-                                        kwargs={"weights_iterator": items, "is_checkpoint_format": True})
-                self.llm.reset_prefix_cache()
-            return self._loaded_version
+    def _reload(self, state: dict[str, torch.Tensor]) -> None:
+        self.llm.collective_rpc("reload_weights",
+                                kwargs={"weights_iterator": list(state.items()), "is_checkpoint_format": True})
+        self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
 
     def stop_token_ids(self, sampling: SamplingParams) -> list[int]:
         """End-of-sequence id, ``sampling.stop_token_ids`` and the id of each (single-token) stop string."""
@@ -137,7 +126,7 @@ class VLLMEngine:
         params = self._params(sampling)
         if torch.get_num_threads() != self._threads:
             torch.set_num_threads(self._threads)
-        version = self._load_pending()
+        version = self._weights.load_newest(self._reload)
         requests = [self._vllm.inputs.TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         trajectories = []

@@ -134,3 +134,22 @@ def test_truncating_samplers_are_refused_unless_explicitly_allowed(params):
 def test_bad_sampling_params_raise_value_errors(params, message):
     with pytest.raises(ValueError, match=message):
         SamplingParams(**params)
+
+
+def test_only_the_newest_publication_is_loaded_and_the_copy_ignores_later_training():
+    from scale.engine.weights import PublishedWeights
+
+    weights, loads = PublishedWeights(), []
+    learner = torch.nn.Linear(2, 1)
+    weights.publish(learner, version=1)
+    with torch.no_grad():
+        learner.weight.add_(1.0)  # the learner trains on after publishing version 1
+    weights.publish({"weight": torch.zeros(1, 2), "bias": torch.zeros(1)}, version=2)
+    assert weights.version == 2
+    assert weights.load_newest(loads.append) == 2 and [state["weight"].sum().item() for state in loads] == [0.0]
+    assert weights.load_newest(loads.append) == 2 and len(loads) == 1  # nothing new: nothing loaded
+    weights.publish(learner, version=3)
+    snapshot = learner.weight.detach().clone()
+    with torch.no_grad():
+        learner.weight.add_(1.0)
+    assert weights.load_newest(loads.append) == 3 and torch.equal(loads[-1]["weight"], snapshot)
