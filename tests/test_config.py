@@ -79,6 +79,20 @@ def test_generated_flags_carry_the_docstring_and_read_back_typed():
     assert from_dict(Outer, data) == Outer(count=3, sizes=(4, 5), verbose=True, inner=Inner(0.25, "x"))
 
 
+@dataclass(frozen=True)
+class WithOptionalSection:
+    inner: Inner | None = None
+    """A section that may be left out (None: the caller's own values)."""
+
+
+def test_flags_of_an_unset_optional_section_say_what_none_means_not_the_sections_defaults():
+    parser = argparse.ArgumentParser()
+    add_flags(parser, WithOptionalSection, flat=True)
+    text = " ".join(parser.format_help().split())
+    assert "A rate, documented over two lines. [default: the caller's own values]" in text
+    assert "[default: 0.5]" not in text
+
+
 def test_yaml_then_set_then_base_fill_the_same_dataclass(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("count: 2\ninner:\n  rate: 3e-4\noptions:\n  delta: 0.01\n")  # YAML 1.1 reads 3e-4 as text

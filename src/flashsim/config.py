@@ -41,6 +41,8 @@ from flashsim.validation import check_bool, check_int, check_real, check_str
 
 T = TypeVar("T")
 PARSE = "parse"
+UNSET = object()
+"""The default :func:`add_flags` shows for a field of an optional section that is None by default."""
 """Field metadata key: a function ``str -> value`` that reads the field's text form."""
 TYPE_KEY = "type"
 """Key that names the class of a union-of-dataclasses section in plain data."""
@@ -321,7 +323,12 @@ def add_flags(
         flags = names.get(path) or "--" + (path.rsplit(".", 1)[-1] if flat else path).replace("_", "-")
         flags = [flags] if isinstance(flags, str) else list(flags)
         doc = field_docs(_owner(cls, path, prefix)).get(f.name, "")
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        if default is UNSET:  # a field of an unset optional section: say what None means there
+            section = path.rsplit(".", 1)[0]
+            section_doc = field_docs(_owner(cls, section, prefix)).get(section.rsplit(".", 1)[-1], "")
+            shown = section_doc.partition("(None: ")[2].partition(")")[0] or f"{section} unset"
+        else:
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
         help_text = f"{doc} [default: {shown}]".replace("%", "%%")  # argparse %-formats help
         options: dict[str, Any] = {"dest": _dest(path), "default": None, "help": help_text}
         if annotation is bool:
@@ -446,6 +453,9 @@ def _leaves(cls: type, instance: Any, prefix: str) -> Iterable[tuple[str, Any, A
         classes = _dataclass_options(annotation)
         if f.metadata.get(PARSE) is not None:
             yield path, f, annotation, default
+        elif len(classes) == 1 and default is None:  # an optional section, unset: its fields have no default
+            for leaf_path, leaf, leaf_annotation, _ in _leaves(classes[0], classes[0](), path):
+                yield leaf_path, leaf, leaf_annotation, UNSET
         elif len(classes) == 1:
             section = default if isinstance(default, classes[0]) else classes[0]()
             yield from _leaves(classes[0], section, path)

@@ -226,7 +226,8 @@ class TrainConfig:
     """Policy lag: L (fixed), random:MAX[:uniform|geometric|poisson[:MEAN]], or workers:N[:sync] (emergent,
     event-driven); in a file also a mapping with ``type: FixedLag | RandomLag | AsyncWorkers``."""
     timing: TimingModel | None = None
-    """Simulated durations of steps, tool calls and learner updates (None: the env preset's)."""
+    """Simulated durations of steps, tool calls and learner updates
+    (None: the env preset's latency, 1 s updates, no stragglers)."""
     policy: str = "tabular"
     """Policy class: ``tabular`` (one logit per observation and action), ``linear`` or ``mlp`` (over the
     env's observation features; these generalise to held-out prompts)."""
