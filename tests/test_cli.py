@@ -2,43 +2,35 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 import flashsim
-
-
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flashsim", *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
+from tests.flashsim_command import run_flashsim
 
 
 @pytest.mark.slow
 def test_version_prints_the_package_version():
-    result = run_cli("--version")
+    result = run_flashsim("--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"flashsim {flashsim.__version__}"
 
 
 @pytest.mark.slow
 def test_no_command_prints_help_and_fails():
-    result = run_cli()
+    result = run_flashsim()
     assert result.returncode == 2
     assert "demo" in result.stdout
 
 
 @pytest.mark.slow
 def test_unknown_command_is_an_error():
-    result = run_cli("fly")
+    result = run_flashsim("fly")
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
 
 
 @pytest.mark.slow
 def test_demo_runs_and_prints_a_result():
-    result = run_cli("demo", timeout=300)
+    result = run_flashsim("demo", timeout=300)
     assert result.returncode == 0, result.stderr
     assert "FlashREINFORCE" in result.stdout

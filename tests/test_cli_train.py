@@ -12,13 +12,7 @@ import time
 import pytest
 
 from flashsim.cli import main
-
-
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flashsim", "train", *args], capture_output=True, text=True, timeout=timeout,
-        check=False,
-    )
+from tests.flashsim_command import run_flashsim
 
 
 @pytest.mark.slow
@@ -26,7 +20,7 @@ def test_train_writes_metrics_plot_summary_and_resumes(tmp_path):
     out = tmp_path / "run"
     common = ("--env", "bandit_tiny", "--algo", "grpo", "--lag", "2", "--batch-size", "16", "--group-size", "4",
               "--seed", "1", "--out", str(out), "--checkpoint-every", "5", "--eval-every", "4")
-    first = run_cli(*common, "--updates", "12", "--json")
+    first = run_flashsim("train", *common, "--updates", "12", "--json")
     assert first.returncode == 0, first.stderr
     summary = json.loads(first.stdout)
     assert summary["updates"] == 12 and summary["algorithm"] == "grpo" and summary["rollouts"] == 12 * 16
@@ -38,7 +32,7 @@ def test_train_writes_metrics_plot_summary_and_resumes(tmp_path):
     assert [row["update"] for row in rows] == [str(k) for k in range(12)]
     assert [row["lag/max"] for row in rows[2:]] == ["2.0"] * 10
 
-    resumed = run_cli("--out", str(out), "--resume", "--updates", "15", "--no-progress")
+    resumed = run_flashsim("train", "--out", str(out), "--resume", "--updates", "15", "--no-progress")
     assert resumed.returncode == 0, resumed.stderr
     assert "15 updates" in resumed.stdout
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 15
@@ -62,7 +56,7 @@ def test_metrics_rows_after_sigkill_and_resume_are_neither_lost_nor_duplicated(t
     common = ("--env", "bandit_tiny", "--batch-size", "16", "--lag", "2", "--eval-every", "3", "--checkpoint-every",
               "7", "--updates", "1500", "--no-progress")
     whole = tmp_path / "whole"
-    assert run_cli(*common, "--out", str(whole)).returncode == 0
+    assert run_flashsim("train", *common, "--out", str(whole)).returncode == 0
     killed = tmp_path / "killed"
     process = subprocess.Popen([sys.executable, "-m", "flashsim", "train", *common, "--out", str(killed)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -72,7 +66,7 @@ def test_metrics_rows_after_sigkill_and_resume_are_neither_lost_nor_duplicated(t
     process.send_signal(signal.SIGKILL)  # no cleanup: buffered rows after the last checkpoint are lost
     process.wait()
     assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed; raise --updates"
-    assert run_cli("--out", str(killed), "--resume", "--no-progress").returncode == 0
+    assert run_flashsim("train", "--out", str(killed), "--resume", "--no-progress").returncode == 0
     for name in ("metrics.csv", "metrics.jsonl"):
         assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
     updates = [json.loads(line)["update"] for line in (killed / "metrics.jsonl").read_text().splitlines()]

@@ -1,25 +1,17 @@
 """``flashsim variance`` run as a user runs it: through a subprocess, at a tiny budget."""
 
 import csv
-import subprocess
-import sys
 
 import pytest
 
 from flashsim.cli import build_parser, main
-
-
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "flashsim", "variance", *args], capture_output=True, text=True, timeout=timeout,
-        check=False,
-    )
+from tests.flashsim_command import run_flashsim
 
 
 @pytest.mark.slow
 def test_variance_command_writes_a_table_csv_and_plots(tmp_path):
-    result = run_cli(
-        "--env", "bandit", "--estimators", "flash_reinforce,grpo,rloo:groups", "--budget", "8,16",
+    result = run_flashsim(
+        "variance", "--env", "bandit", "--estimators", "flash_reinforce,grpo,rloo:groups", "--budget", "8,16",
         "--group-size", "2,4", "--lags", "0,2", "--batches", "8", "--bootstrap", "10", "--steps", "4",
         "--out", str(tmp_path),
     )
