@@ -54,6 +54,18 @@ def test_unknown_runspec_fields_list_the_valid_ones():
         RunSpec().with_overrides({"batchsize": 3})
 
 
+@pytest.mark.parametrize(
+    ("fields", "error", "message"),
+    [({"batch_size": 0}, ValueError, "batch_size must be an int >= 1"),
+     ({"updates": 2.0}, TypeError, "updates must be an int"),
+     ({"timing": [("tool_latency_sigma", 1.0)]}, TypeError, "timing must be Mapping")],
+    ids=["zero-batch", "float-updates", "timing-not-a-mapping"],
+)
+def test_a_bad_runspec_field_raises_the_validation_error_naming_it(fields, error, message):
+    with pytest.raises(error, match=message):
+        RunSpec(**fields)
+
+
 def test_a_comparison_of_an_arm_with_itself_or_in_no_direction_is_rejected():
     with pytest.raises(ValueError, match="two different arms"):
         Comparison("success_train", "a", "a")

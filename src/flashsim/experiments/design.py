@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 
+from flashsim.validation import check_choice, check_instance, check_int
+
 DIRECTIONS = ("greater", "less")
 """How the paper orders two arms on a metric: ``greater`` (a > b) or ``less`` (a < b)."""
 
@@ -87,14 +89,9 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         for name in ("env_options", "loss_options", "timing"):
-            value = getattr(self, name)
-            if not isinstance(value, Mapping):
-                raise TypeError(f"{name} must be a mapping, got {type(value).__name__}")
-            object.__setattr__(self, name, _freeze(value))
+            object.__setattr__(self, name, _freeze(check_instance(name, getattr(self, name), Mapping)))
         for name in ("batch_size", "group_size", "minibatches", "updates", "eval_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            check_int(name, getattr(self, name), low=1)
 
     def with_overrides(self, overrides: Mapping[str, object]) -> RunSpec:
         """This spec with ``overrides`` (field → value); unknown fields raise ``ValueError`` listing the valid ones."""
@@ -168,8 +165,7 @@ class Comparison:
     """Knob values where the comparison applies (None: all)."""
 
     def __post_init__(self) -> None:
-        if self.direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        check_choice("direction", self.direction, DIRECTIONS)
         if self.arm == self.baseline:
             raise ValueError(f"a comparison needs two different arms, got {self.arm!r} twice")
 
