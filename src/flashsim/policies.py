@@ -197,8 +197,8 @@ class MLPPolicy(Policy):
         features = _as_features(features, dtype)
         if not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator (seeded by the caller), got {type(generator)}.")
-        if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in hidden_sizes):
-            raise ValueError(f"hidden_sizes must be positive integers, got {hidden_sizes!r}.")
+        for index, size in enumerate(hidden_sizes):
+            check_int(f"hidden_sizes[{index}]", size, low=1)
         self.register_buffer("features", features)
         self.num_observations, self.num_actions = features.shape[0], _check_num_actions(num_actions)
         sizes = [features.shape[1], *hidden_sizes, num_actions]

@@ -61,9 +61,10 @@ def test_a_cell_file_of_another_design_is_an_error_not_overwritten(tmp_path):
         run_sweep([other], tmp_path, jobs=1, progress=False, run=fake_run)
 
 
-@pytest.mark.parametrize("jobs", [0, -1, 1.5, True], ids=["zero", "negative", "float", "bool"])
-def test_jobs_must_be_a_positive_int(tmp_path, jobs):
-    with pytest.raises(ValueError, match="jobs"):
+@pytest.mark.parametrize(("jobs", "error"), [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError)],
+                         ids=["zero", "negative", "float", "bool"])
+def test_jobs_must_be_a_positive_int(tmp_path, jobs, error):
+    with pytest.raises(error, match="jobs"):
         run_sweep([small_design()], tmp_path, jobs=jobs, progress=False, run=fake_run)
 
 

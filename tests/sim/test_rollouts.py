@@ -153,6 +153,10 @@ def test_snapshot_store_keeps_the_last_versions_and_maps_negative_versions_to_th
     first = SnapshotStore(keep=2)
     first.publish(Snapshot.of_policy(random_policy(tables, 0), 0))
     assert first.get(-3).version == 0
+    with pytest.raises(ValueError, match="keep must be an int >= 1"):
+        SnapshotStore(keep=0)
+    with pytest.raises(TypeError, match="keep must be an int"):
+        SnapshotStore(keep=2.0)
 
 
 def test_snapshot_log_probs_are_the_policys_own_log_softmax_bit_for_bit():

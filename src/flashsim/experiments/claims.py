@@ -17,6 +17,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue, RunSpec
+from flashsim.validation import check_int
 
 PROFILES = ("smoke", "quick", "full")
 SEEDS = {"smoke": 2, "quick": 10, "full": 20}
@@ -313,7 +314,5 @@ def build_design(claim: str, profile: str = "quick", seeds: int | None = None) -
         raise ValueError(f"claim must be one of {', '.join(CLAIMS)}; got {claim!r}")
     design = CLAIMS[claim](profile)
     if seeds is not None:
-        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 2:
-            raise ValueError(f"seeds must be an int >= 2 (a paired interval needs two), got {seeds!r}")
-        design = replace(design, seeds=tuple(range(seeds)))
+        design = replace(design, seeds=tuple(range(check_int("seeds", seeds, low=2))))  # a paired CI needs two
     return design

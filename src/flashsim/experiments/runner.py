@@ -27,6 +27,7 @@ from pathlib import Path
 
 from flashsim.experiments.design import Cell, ClaimDesign, RunSpec
 from flashsim.experiments.run_cell import atomic_write_text, jsonable, run_cell
+from flashsim.validation import check_int
 
 CELLS, DESIGN = "cells", "design.json"
 
@@ -109,8 +110,7 @@ def run_sweep(
     """
     if jobs is None:
         jobs = os.cpu_count() or 1
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
+    jobs = check_int("jobs", jobs, low=1)
     pending, done = prepare(out, designs)
     bar = _progress_bar(done + len(pending), done) if progress else None
     try:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from flashsim.validation import check_int
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -60,9 +62,7 @@ class SnapshotStore:
     """
 
     def __init__(self, keep: int) -> None:
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"keep must be an int >= 1 (how many snapshots to keep), got {keep!r}")
-        self.keep = keep
+        self.keep = check_int("keep", keep, low=1)  # how many snapshots to keep
         self._snapshots: dict[int, Snapshot] = {}
 
     def publish(self, snapshot: Snapshot) -> None:
