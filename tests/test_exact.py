@@ -79,11 +79,7 @@ def test_a_tool_spamming_policy_calls_the_tool_every_step_and_is_truncated():
 
 
 @pytest.mark.parametrize("kind", POLICY_KINDS)
-@pytest.mark.parametrize(
-    "env_id",
-    # FrozenLake steps 4,000 gymnasium sub-envs in Python (~5 s); the test below checks the same tables fast.
-    (*toy_envs.ENV_IDS, pytest.param(FROZEN_LAKE, marks=pytest.mark.slow)),
-)
+@pytest.mark.parametrize("env_id", (*toy_envs.ENV_IDS, FROZEN_LAKE))
 def test_exact_gradient_matches_central_finite_differences(env_id, kind):
     tables = to_torch(default_tables(env_id))
     policy = random_policy(tables, kind, scale=0.5)
