@@ -41,11 +41,12 @@ from flashsim.validation import check_bool, check_int, check_real, check_str
 
 T = TypeVar("T")
 PARSE = "parse"
-UNSET = object()
-"""The default :func:`add_flags` shows for a field of an optional section that is None by default."""
 """Field metadata key: a function ``str -> value`` that reads the field's text form."""
 TYPE_KEY = "type"
 """Key that names the class of a union-of-dataclasses section in plain data."""
+UNSET = object()
+"""The default that ``_leaves`` gives the fields of an optional section that is None by default
+(:func:`add_flags` then shows what None means there)."""
 
 
 # ----------------------------------------------------------------------------- help text

@@ -138,7 +138,7 @@ class TimingModel(toy_envs.Latency):
     """How many times longer a straggler takes."""
 
     def __post_init__(self) -> None:
-        for name in ("step_duration", "step_duration_sigma", "tool_latency", "tool_latency_sigma", "update_time"):
+        for name in (*(f.name for f in fields(toy_envs.Latency)), "update_time"):  # Latency's checks, as TypeErrors
             check_real(name, getattr(self, name), low=0.0)
         check_probability("straggler_prob", self.straggler_prob)
         check_real("straggler_factor", self.straggler_factor, low=1.0)
