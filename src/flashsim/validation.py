@@ -101,3 +101,19 @@ def _interval(low: int | None, high: int | None) -> str:
     if low is not None and high is not None:
         return f"in [{low}, {high}]"
     return f">= {low}" if low is not None else f"<= {high}"
+
+
+# ----------------------------------------------------------------------------- divisibility (batch designs)
+
+
+def check_divisible(name: str, value: int, *, by: str, divisor: int) -> int:
+    """An int that ``divisor`` (the value of the argument named ``by``) divides exactly.
+
+    >>> check_divisible("budget", 10, by="group_size", divisor=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: budget must be divisible by group_size (4), got 10
+    """
+    if value % divisor:
+        raise ValueError(f"{name} must be divisible by {by} ({divisor}), got {value}")
+    return value

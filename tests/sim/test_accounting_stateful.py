@@ -18,9 +18,7 @@ from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TimingModel
 from flashsim.sim.engine import AsyncEngine
 from flashsim.sim.envs import make_env
-from flashsim.sim.ledger import CONSUMED, CRASHED, REJECTED
-from flashsim.sim.rollouts import Collector
-from flashsim.sim.snapshots import Snapshot
+from flashsim.sim.rollouts import CONSUMED, CRASHED, REJECTED, Sampler, Snapshot
 
 
 class EngineAccounting(RuleBasedStateMachine):
@@ -48,7 +46,7 @@ class EngineAccounting(RuleBasedStateMachine):
             max_queued=None if extra_queue is None else batch_size + extra_queue,
         )
         self.engine = AsyncEngine(
-            config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), Collector(sim_env),
+            config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), Sampler(sim_env),
             timing, tables.train_prompts, np.random.default_rng(seed),
         )
         self.policy = make_policy("tabular", tables)
@@ -58,7 +56,7 @@ class EngineAccounting(RuleBasedStateMachine):
 
     @rule(verdicts=st.lists(st.booleans(), min_size=12, max_size=12))
     def learner_update(self, verdicts):
-        batch = self.engine.collect()
+        batch = self.engine.next_batch()
         ids = batch.ids.tolist()
         assert len(ids) == len(set(ids)) == self.batch_size
         assert not set(ids) & (self.consumed | self.rejected | self.crashed_by_test), "a trajectory was used twice"

@@ -1,6 +1,6 @@
 """The simulated clock's idle fractions."""
 
-from flashsim.sim.lag import SimClock
+from flashsim.sim.rollouts import SimClock
 
 
 def test_workers_that_never_idle_report_zero_idle_not_a_rounding_negative():

@@ -9,9 +9,7 @@ from flashsim.policies import make_policy
 from flashsim.sim import AlgorithmConfig, AsyncWorkers, Simulation, TimingModel, TrainConfig
 from flashsim.sim.engine import AsyncEngine
 from flashsim.sim.envs import make_env
-from flashsim.sim.ledger import CONSUMED, CRASHED, REJECTED
-from flashsim.sim.rollouts import Collector
-from flashsim.sim.snapshots import Snapshot
+from flashsim.sim.rollouts import CONSUMED, CRASHED, REJECTED, Sampler, Snapshot
 
 
 def lags(env, workers, updates=50, warm_up=20, timing=None, batch_size=32, **worker_options):
@@ -31,7 +29,7 @@ def make_engine(config, batch_size=8, group_size=1, timing=None, env="bandit_tin
     sim_env = make_env(env, batch_size, timing=timing)
     tables = sim_env.tables
     engine = AsyncEngine(
-        config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), Collector(sim_env), timing,
+        config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), Sampler(sim_env), timing,
         tables.train_prompts, np.random.default_rng(seed),
     )
     policy = make_policy("tabular", tables)
@@ -41,7 +39,7 @@ def make_engine(config, batch_size=8, group_size=1, timing=None, env="bandit_tin
 
 def cycle(engine, policy, version):
     """One learner update: take a batch, settle it, publish the next version."""
-    batch = engine.collect()
+    batch = engine.next_batch()
     engine.ledger.settle(batch.ids, np.ones(len(batch), bool))
     engine.publish(Snapshot.of_policy(policy, version))
     return batch
@@ -122,7 +120,7 @@ def test_injected_crash_and_straggler_are_accounted_for():
 
 def test_rejected_trajectories_are_counted_apart_from_consumed_ones():
     engine, policy = make_engine(AsyncWorkers(num_workers=4), batch_size=4)
-    batch = engine.collect()
+    batch = engine.next_batch()
     engine.ledger.settle(batch.ids, np.array([True, False, True, False]))
     assert engine.ledger.status(batch.ids).tolist() == [CONSUMED, REJECTED, CONSUMED, REJECTED]
     with pytest.raises(RuntimeError, match="taken"):

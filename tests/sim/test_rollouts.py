@@ -11,8 +11,7 @@ from flashsim import exact
 from flashsim.policies import TabularPolicy
 from flashsim.sim.config import TimingModel
 from flashsim.sim.envs import ENVS, build_tables, make_env
-from flashsim.sim.rollouts import Collector
-from flashsim.sim.snapshots import Snapshot, SnapshotStore
+from flashsim.sim.rollouts import Sampler, Snapshot, SnapshotStore
 
 ENV_NAMES = ("bandit", "gridworld", "chain")
 
@@ -50,7 +49,7 @@ def test_collected_trajectories_equal_a_loop_of_single_gymnasium_envs(env):
     tables = sim_env.tables
     snapshot = Snapshot.of_policy(random_policy(tables, 1), 0)
     prompts = np.resize(tables.train_prompts, 40)
-    batch = Collector(sim_env).sample(snapshot, prompts, np.random.default_rng(7))
+    batch = Sampler(sim_env).sample(snapshot, prompts, np.random.default_rng(7))
     preset = ENVS[env]
     for i, (observations, actions, log_probs, reward, tools, truncated, duration) in enumerate(
         loop_sample(preset.env_id, preset.options, snapshot, prompts, 48, 7)
@@ -71,7 +70,7 @@ def test_sample_means_agree_with_the_exact_expectations(env):
     tables = sim_env.tables
     policy = random_policy(tables, 3)
     prompts = np.resize(tables.train_prompts, episodes)
-    batch = Collector(sim_env).sample(Snapshot.of_policy(policy, 0), prompts, np.random.default_rng(0))
+    batch = Sampler(sim_env).sample(Snapshot.of_policy(policy, 0), prompts, np.random.default_rng(0))
     expected = exact.evaluate(tables, policy, "train")
     for sampled, key in (
         (batch.rewards, "env/success"),
@@ -87,7 +86,7 @@ def test_sample_means_agree_with_the_exact_expectations(env):
 def test_durations_are_steps_times_step_duration_without_jitter_or_tools():
     sim_env = make_env("chain", 64, timing=TimingModel(step_duration=2.5, step_duration_sigma=0.0, tool_latency=0.0))
     tables = sim_env.tables
-    batch = Collector(sim_env).sample(Snapshot.of_policy(random_policy(tables, 0), 0),
+    batch = Sampler(sim_env).sample(Snapshot.of_policy(random_policy(tables, 0), 0),
                                       np.resize(tables.train_prompts, 64), np.random.default_rng(0))
     np.testing.assert_allclose(batch.durations, 2.5 * batch.lengths)
 
@@ -95,7 +94,7 @@ def test_durations_are_steps_times_step_duration_without_jitter_or_tools():
 def test_tool_calls_add_lognormal_latency_to_the_duration():
     sim_env = make_env("gridworld", 512)
     tables = sim_env.tables
-    batch = Collector(sim_env).sample(Snapshot.of_policy(random_policy(tables, 0), 0),
+    batch = Sampler(sim_env).sample(Snapshot.of_policy(random_policy(tables, 0), 0),
                                       np.resize(tables.train_prompts, 512), np.random.default_rng(0))
     with_tools = batch.tool_calls > 0
     assert with_tools.any() and (~with_tools).any()
@@ -113,8 +112,8 @@ def test_logprob_noise_perturbs_only_the_stored_policy_tokens_and_keeps_them_log
     tables = sim_env.tables
     snapshot = Snapshot.of_policy(random_policy(tables, 0), 0)
     prompts = np.resize(tables.train_prompts, 64)
-    clean = Collector(sim_env).sample(snapshot, prompts, np.random.default_rng(5))
-    noisy = Collector(sim_env, logprob_noise=0.1).sample(snapshot, prompts, np.random.default_rng(5))
+    clean = Sampler(sim_env).sample(snapshot, prompts, np.random.default_rng(5))
+    noisy = Sampler(sim_env, logprob_noise=0.1).sample(snapshot, prompts, np.random.default_rng(5))
     mask = np.arange(tables.horizon) < clean.lengths[:, None]
     np.testing.assert_array_equal(noisy.actions, clean.actions)
     assert (noisy.behavior_log_probs[~mask] == 0).all() and (noisy.behavior_log_probs <= 0).all()
@@ -135,7 +134,7 @@ def test_an_env_without_tables_collects_its_own_returns():
     sim_env = make_env("Taxi-v4", 8)  # a P table with rewards outside [0, 1]: no exact tables
     assert sim_env.tables is None and sim_env.horizon == 200 and not sim_env.pins_prompts
     policy = TabularPolicy(torch.zeros(sim_env.num_observations, sim_env.num_actions, dtype=torch.float64))
-    batch = Collector(sim_env).sample(Snapshot.of_policy(policy, 0), np.zeros(8, np.int64), np.random.default_rng(0))
+    batch = Sampler(sim_env).sample(Snapshot.of_policy(policy, 0), np.zeros(8, np.int64), np.random.default_rng(0))
     assert (batch.lengths >= 1).all() and (batch.rewards < 0).any()
     assert (batch.durations == batch.lengths).all()  # no info["duration"]: step_duration 1 per step
 

@@ -12,7 +12,7 @@ import toy_envs
 from flashsim.exact import to_torch
 from flashsim.losses import LOSSES, get_loss
 from flashsim.variance import measure_gradient
-from flashsim.variance.gradients import fast_update_directions, log_prob_table
+from flashsim.variance.gradients import behavior_snapshot, fast_update_directions
 from flashsim.variance.problem import Problem
 from flashsim.variance.reference import reference_update_directions
 from flashsim.variance.sampling import draw_design, draw_uniforms
@@ -31,7 +31,7 @@ def same_batches(tables, policy, behavior, name, *, grouped, budget=8, num_batch
     options = {"delta": 3e-3, "max_tokens": tables.horizon}
     group_ids = design.group_ids if grouped else None
     dynamics = toy_envs.TabularDynamics(tables)
-    problem = Problem(dynamics, policy, log_prob_table(behavior), get_loss(name), group_ids, options)
+    problem = Problem(dynamics, policy, behavior_snapshot(behavior), get_loss(name), group_ids, options)
     uniforms = draw_uniforms(design.prompts.numel(), tables.horizon, generator)
     fast = fast_update_directions(problem, design.prompts, uniforms)
     reference = reference_update_directions(problem, design.prompts, uniforms)

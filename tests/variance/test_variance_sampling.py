@@ -6,7 +6,7 @@ import torch
 
 import toy_envs
 from flashsim.exact import evaluate, to_torch
-from flashsim.variance.gradients import log_prob_table
+from flashsim.variance.gradients import behavior_snapshot, log_prob_table
 from flashsim.variance.sampling import batch_uniforms, draw_design, draw_uniforms, simulate
 from tests.variance.conftest import random_tabular
 
@@ -39,7 +39,7 @@ def test_rollouts_match_the_exact_success_length_and_truncation_of_each_prompt(g
     policy = random_tabular(gridworld, seed=0, scale=0.5)
     prompts = torch.tensor(np.array(gridworld.train_prompts)).repeat_interleave(4000)[None, :]
     uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(2))
-    rollouts = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts, uniforms)
+    rollouts = simulate(toy_envs.TabularDynamics(gridworld), behavior_snapshot(policy), prompts, uniforms)
     exact = evaluate(gridworld, policy)
     rewards = rollouts.rewards.view(-1, 4000).mean(dim=1)
     lengths = rollouts.lengths.to(torch.float64).view(-1, 4000).mean(dim=1)
@@ -54,7 +54,7 @@ def test_rollouts_store_behaviour_log_probs_and_mask_padding(gridworld):
     policy = random_tabular(gridworld, seed=1)
     prompts = torch.tensor(np.array(gridworld.train_prompts))[None, :].repeat(3, 1)
     uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(3))
-    rollouts = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts, uniforms)
+    rollouts = simulate(toy_envs.TabularDynamics(gridworld), behavior_snapshot(policy), prompts, uniforms)
     mask = rollouts.action_mask
     assert torch.equal(mask.sum(dim=-1), rollouts.lengths) and rollouts.lengths.min() >= 1
     expected = log_prob_table(policy)[rollouts.observations, rollouts.actions]
@@ -66,9 +66,9 @@ def test_a_batch_simulated_alone_equals_its_rows_of_the_chunk(gridworld):
     policy = random_tabular(gridworld, seed=2)
     prompts = torch.tensor(np.array(gridworld.train_prompts))[None, :].repeat(4, 1)
     uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(4))
-    chunk = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts, uniforms)
+    chunk = simulate(toy_envs.TabularDynamics(gridworld), behavior_snapshot(policy), prompts, uniforms)
     own = batch_uniforms(uniforms, 2, prompts.shape[1])
-    alone = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts[2:3], own)
+    alone = simulate(toy_envs.TabularDynamics(gridworld), behavior_snapshot(policy), prompts[2:3], own)
     width = alone.observations.shape[-1]
     assert torch.equal(alone.rewards[0], chunk.rewards[2]) and torch.equal(alone.lengths[0], chunk.lengths[2])
     assert torch.equal(alone.actions[0], chunk.actions[2, :, :width])
@@ -80,7 +80,7 @@ def test_the_sampler_steps_the_same_core_as_the_gymnasium_env(gridworld):
     policy = random_tabular(gridworld, seed=5)
     prompts = torch.tensor(np.array(gridworld.train_prompts))[None, :]
     uniforms = draw_uniforms(prompts.numel(), gridworld.horizon, torch.Generator().manual_seed(6))
-    rollouts = simulate(toy_envs.TabularDynamics(gridworld), log_prob_table(policy), prompts, uniforms)
+    rollouts = simulate(toy_envs.TabularDynamics(gridworld), behavior_snapshot(policy), prompts, uniforms)
     dynamics, keys = toy_envs.TabularDynamics(gridworld), uniforms[0].numpy().view(np.uint64)
     for n in range(prompts.shape[1]):
         _, state = dynamics.reset(keys[n : n + 1], prompts[0, n : n + 1].numpy())
@@ -97,5 +97,5 @@ def test_bernoulli_rewards_are_sampled_not_their_means(bandit, seed):
     policy = random_tabular(bandit, seed=seed)
     prompts = torch.zeros(1, 500, dtype=torch.int64)
     uniforms = draw_uniforms(500, 1, torch.Generator().manual_seed(seed))
-    rollouts = simulate(toy_envs.TabularDynamics(bandit), log_prob_table(policy), prompts, uniforms)
+    rollouts = simulate(toy_envs.TabularDynamics(bandit), behavior_snapshot(policy), prompts, uniforms)
     assert set(rollouts.rewards.unique().tolist()) == {0.0, 1.0}

@@ -8,13 +8,12 @@ with exact tables where the env offers them; policies and exact evaluation come 
 Modules, one job each:
 - :mod:`~flashsim.sim.config` — frozen configs (lag models, timing, algorithm, run) and presets;
 - :mod:`~flashsim.sim.envs` — env presets, ``make_env`` (a vector env and its tables, if any);
-- :mod:`~flashsim.sim.snapshots` — published policy snapshots θ_k;
-- :mod:`~flashsim.sim.rollouts` — batched trajectory collection from the vector env;
-- :mod:`~flashsim.sim.lag` — injected lag (fixed, random) as a rollout source;
-- :mod:`~flashsim.sim.engine` — the discrete-event engine of N workers (emergent lag, crashes);
-- :mod:`~flashsim.sim.store`, :mod:`~flashsim.sim.ledger` — trajectory rows and their accounting;
-- :mod:`~flashsim.sim.learner` — optimizer steps through the loss registry;
-- :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics;
+- :mod:`~flashsim.sim.rollouts` — rollout sources (``publish``, ``next_batch``): snapshots θ_k, the
+  tabular rollout loop, the accounting ledger, injected lag (fixed, random);
+- :mod:`~flashsim.sim.engine` — the discrete-event engine of N workers (emergent lag, crashes), the
+  same kind of source;
+- :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics; the learner (optimizer
+  steps through the loss registry);
 - :mod:`~flashsim.sim.training` — the runner: outputs, checkpoints, resume, progress;
 - :mod:`~flashsim.sim.plotting` — figures (metrics and checkpoints: :mod:`flashsim.io`).
 
@@ -41,13 +40,13 @@ from flashsim.sim.config import (
 )
 from flashsim.sim.engine import AsyncEngine
 from flashsim.sim.envs import ENVS, SimEnv, build_tables, make_env, optimal_success
-from flashsim.sim.lag import LaggedSource, draw_lags
-from flashsim.sim.ledger import AccountingError, Ledger
-from flashsim.sim.simulation import METRIC_KEYS, Simulation
+from flashsim.sim.rollouts import AccountingError, LaggedSource, Ledger, Sampler, Snapshot, draw_lags, roll_out
+from flashsim.sim.simulation import METRIC_KEYS, Learner, Simulation
 from flashsim.sim.training import TrainResult, train
 
 __all__ = [
     "ALGORITHMS", "AccountingError", "AlgorithmConfig", "AsyncEngine", "AsyncWorkers", "ENVS", "FixedLag",
-    "LaggedSource", "Ledger", "METRIC_KEYS", "RandomLag", "SimEnv", "Simulation", "TimingModel", "TrainConfig",
-    "TrainResult", "build_tables", "draw_lags", "make_env", "optimal_success", "parse_lag", "train",
+    "LaggedSource", "Learner", "Ledger", "METRIC_KEYS", "RandomLag", "Sampler", "SimEnv", "Simulation", "Snapshot",
+    "TimingModel", "TrainConfig", "TrainResult", "build_tables", "draw_lags", "make_env", "optimal_success",
+    "parse_lag", "roll_out", "train",
 ]

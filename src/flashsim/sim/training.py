@@ -28,15 +28,26 @@ from flashsim.io import (
     save_checkpoint,
 )
 from flashsim.sim.config import FixedLag, RandomLag, TrainConfig
-from flashsim.sim.engine import EngineState
-from flashsim.sim.lag import LaggedSourceState, SimClock
-from flashsim.sim.learner import LearnerState, PreparedBatch
-from flashsim.sim.ledger import Ledger, LedgerState
+from flashsim.sim.engine import EngineState, TrajectoryStore
 from flashsim.sim.plotting import plot_curves
-from flashsim.sim.rollouts import Batch, TrajectoryArrays
-from flashsim.sim.simulation import METRIC_KEYS, CollectedBatch, Simulation, SimulationState
-from flashsim.sim.snapshots import Snapshot, SnapshotStoreState
-from flashsim.sim.store import TrajectoryStore
+from flashsim.sim.rollouts import (
+    Batch,
+    LaggedSourceState,
+    Ledger,
+    LedgerState,
+    SimClock,
+    Snapshot,
+    SnapshotStoreState,
+    TrajectoryArrays,
+)
+from flashsim.sim.simulation import (
+    METRIC_KEYS,
+    CollectedBatch,
+    LearnerState,
+    PreparedBatch,
+    Simulation,
+    SimulationState,
+)
 
 CHECKPOINT, CONFIG, SUMMARY, CURVES = "checkpoint.pt", "config.json", "summary.json", "curves.png"
 STATE_TYPES = (

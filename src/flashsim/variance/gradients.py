@@ -31,6 +31,7 @@ from torch import Tensor
 
 from flashsim.losses import ADVANTAGES, token_weights
 from flashsim.policies import Policy
+from flashsim.sim.rollouts import Snapshot
 from flashsim.variance.problem import Problem
 from flashsim.variance.sampling import Rollouts, Uniforms, simulate
 
@@ -39,6 +40,11 @@ def log_prob_table(policy: Policy) -> Tensor:
     """``log π(a | o)`` for every observation, float64, detached. Shape: ``[O, A]``."""
     with torch.no_grad():
         return torch.log_softmax(policy.all_logits().to(torch.float64), dim=-1)
+
+
+def behavior_snapshot(policy: Policy) -> Snapshot:
+    """The :class:`~flashsim.sim.rollouts.Snapshot` that rollouts of μ = ``policy`` sample from (float64 table)."""
+    return Snapshot.of_log_probs(log_prob_table(policy).numpy(), 0)
 
 
 def batch_advantages(loss_fn: Callable, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
@@ -161,7 +167,7 @@ def fast_update_directions(problem: Problem, prompts: Tensor, uniforms: Uniforms
         prompts ``[c, B]``; returns ``([c, num_params] float64, stats)`` with the stats of
         :data:`~flashsim.variance.problem.PER_BATCH_STATS` (``[c]``) and ``clipped_tokens`` (``[]``).
     """
-    rollouts = simulate(problem.dynamics, problem.behavior_log_table, prompts, uniforms)
+    rollouts = simulate(problem.dynamics, problem.behavior, prompts, uniforms)
     log_table = log_prob_table(problem.policy)
     log_probs = log_table.take(rollouts.observations * log_table.shape[1] + rollouts.actions)
     coefficients, stats = log_prob_coefficients(

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from flashsim.exact import exact_gradient
 from flashsim.policies import Policy
+from flashsim.validation import check_int, check_real
 
 
 def ascent_trajectory(tables: Any, policy: Policy, *, steps: int, step_size: float) -> Tensor:
@@ -40,10 +41,8 @@ def ascent_trajectory(tables: Any, policy: Policy, *, steps: int, step_size: flo
         >>> path.shape, round(float((path[1] - path[0]).norm()), 6)
         (torch.Size([4, 4]), 0.5)
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be an int >= 0, got {steps!r}")
-    if not step_size > 0:
-        raise ValueError(f"step_size must be > 0, got {step_size!r}")
+    check_int("steps", steps, low=0)
+    check_real("step_size", step_size, low=0.0, low_inclusive=False)
     walker = policy.snapshot().requires_grad_(True)
     points = [walker.get_flat()]
     for _ in range(steps):
@@ -69,10 +68,9 @@ def lagged_policies(
     """The learner θ_N and, for each lag L, the behaviour policy θ_{N−L}.
 
     Raises:
-        ValueError: a lag is negative or larger than ``steps``.
+        ValueError: a lag is negative or larger than ``steps`` (raise ``steps`` or lower the lags).
     """
-    bad = [lag for lag in lags if not 0 <= lag <= steps]
-    if bad:
-        raise ValueError(f"lags must lie in [0, steps={steps}], got {bad}; raise steps or lower the lags")
+    for lag in lags:
+        check_int("lags", lag, low=0, high=steps)
     path = ascent_trajectory(tables, policy, steps=steps, step_size=step_size)
     return policy_at(policy, path[steps]), {lag: policy_at(policy, path[steps - lag]) for lag in lags}

@@ -27,8 +27,8 @@ from flashsim.exact import exact_gradient, to_torch
 from flashsim.losses import get_loss
 from flashsim.policies import Policy
 from flashsim.testing import ALGORITHMS, LossBatch, get_convention
-from flashsim.validation import check_choice, check_int
-from flashsim.variance.gradients import fast_update_directions, log_prob_table
+from flashsim.validation import check_choice, check_divisible, check_instance, check_int, check_real
+from flashsim.variance.gradients import behavior_snapshot, fast_update_directions
 from flashsim.variance.problem import PER_BATCH_STATS, Problem
 from flashsim.variance.reference import reference_update_directions
 from flashsim.variance.report import GradientReport
@@ -57,8 +57,7 @@ def resolve_tables(env: Any) -> Any:
 
 
 def _check_policy(name: str, policy: object, tables: Any) -> Policy:
-    if not isinstance(policy, Policy):
-        raise TypeError(f"{name} must be a flashsim.policies.Policy, got {type(policy).__name__}")
+    check_instance(name, policy, Policy)
     if (policy.num_observations, policy.num_actions) != (tables.num_observations, tables.num_actions):
         raise ValueError(
             f"{name} is over {policy.num_observations} observations x {policy.num_actions} actions but the env "
@@ -73,25 +72,19 @@ def _check_design(budget: int, num_batches: int, group_size: int, grouped: bool,
     check_int("group_size", group_size, low=1)
     check_int("replicates", replicates, low=2)
     check_int("num_batches", num_batches, low=2 * replicates)
-    if num_batches % replicates:
-        raise ValueError(f"num_batches ({num_batches}) must be a multiple of replicates ({replicates})")
+    check_divisible("num_batches", num_batches, by="replicates", divisor=replicates)
     if not grouped:
         return 1
-    if budget % group_size:
-        raise ValueError(
-            f"budget ({budget}) must be divisible by group_size ({group_size}) for a grouped estimator "
-            f"(budget // group_size prompts x group_size rollouts each)"
-        )
+    # A grouped estimator samples budget // group_size prompts x group_size rollouts each.
+    check_divisible("budget", budget, by="group_size", divisor=group_size)
     return group_size
 
 
 def _check_run(seed: int, bootstrap: int, confidence: float, method: str) -> None:
     check_int("seed", seed, low=0)
     check_int("bootstrap", bootstrap, low=0)
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+    check_real("confidence", confidence, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+    check_choice("method", method, METHODS)
 
 
 def update_directions(
@@ -227,7 +220,8 @@ def measure_gradient(
         generator=generator,
     )
     group_ids = design.group_ids if grouped else None
-    problem = Problem(toy_envs.TabularDynamics(tables), policy, log_prob_table(behavior), loss_fn, group_ids, options)
+    dynamics = toy_envs.TabularDynamics(tables)
+    problem = Problem(dynamics, policy, behavior_snapshot(behavior), loss_fn, group_ids, options)
     directions, stats, clipped_tokens = update_directions(problem, design, METHODS[method], generator)
     true_gradient = exact_gradient(tables, policy).detach().to(torch.float64)
     point, intervals, mean = gradient_statistics(

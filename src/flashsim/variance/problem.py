@@ -9,6 +9,7 @@ from torch import Tensor
 
 import toy_envs
 from flashsim.policies import Policy
+from flashsim.sim.rollouts import Snapshot
 
 #: Per-batch stats that every gradient method returns as ``[c]`` tensors (besides the chunk total
 #: ``clipped_tokens``, a 0-dim tensor: the loss reports clipping only for a whole call).
@@ -20,13 +21,14 @@ class Problem:
     """One estimator at one parameter point: the learner, the behaviour policy, the loss and its options.
 
     Shape:
-        behavior_log_table: ``[O, A]`` float64 log μ(a | o); group_ids: ``[B]`` int64 (grouped batches) or None.
+        group_ids: ``[B]`` int64 (grouped batches) or None.
     """
 
     dynamics: toy_envs.TabularDynamics
     """The env's batched dynamics core (its ``tables`` are the exact tables)."""
     policy: Policy
-    behavior_log_table: Tensor
+    behavior: Snapshot
+    """The behaviour policy μ: its float64 table log μ(a | o) and the CDF the rollouts sample from."""
     loss_fn: Callable
     group_ids: Tensor | None
     options: dict

@@ -54,7 +54,7 @@ def reference_update_directions(
     results = []
     for index in range(prompts.shape[0]):
         own = batch_uniforms(uniforms, index, budget)
-        rollouts = simulate(problem.dynamics, problem.behavior_log_table, prompts[index : index + 1], own)
+        rollouts = simulate(problem.dynamics, problem.behavior, prompts[index : index + 1], own)
         results.append(reference_update_direction(problem, rollouts))
     directions = torch.stack([direction for direction, _ in results])
     stats = {name: torch.stack([batch_stats[name] for _, batch_stats in results]) for name in results[0][1]}

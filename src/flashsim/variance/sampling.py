@@ -8,14 +8,17 @@ batches in one vectorised pass (lockstep over the H time steps, no per-trajector
   prompts G times each (siblings are adjacent rows and share a group id);
 * every prompt draw is answered by ``replicates`` independent rollout sets (batches ``i·r .. i·r + r − 1``
   share the prompts of draw i): the nested design behind the between/within-prompt split;
-* a trajectory takes ``a ~ μ(· | o)`` and the env's own batched dynamics
-  (:class:`toy_envs.TabularDynamics`, the code every toy gymnasium env and vector env steps through)
-  draw its start state, outcome and reward coin, until it ends or is truncated after H steps;
-  ``log μ(a | o)`` is stored at sampling time. R_i is the sum of the step rewards.
+* a trajectory is rolled out by the simulator's own loop, :func:`flashsim.sim.rollouts.roll_out`
+  (actions ``a ~ μ(· | o)`` by inverse CDF of the behaviour :class:`~flashsim.sim.rollouts.Snapshot`,
+  ``log μ(a | o)`` stored at sampling time), stepping the env's own batched dynamics
+  (:class:`toy_envs.TabularDynamics`, the code every toy gymnasium env and vector env steps through),
+  which draw its start state, outcome and reward coin, until it ends or is truncated after H steps.
+  R_i is the sum of the step rewards.
 
-Randomness: one 64-bit episode key per trajectory (the core's counter-based draws) and the action
-uniforms, drawn up front per chunk from one ``torch.Generator``, so the reference loop and the fast
-path see identical rollouts.
+Randomness, as :func:`~flashsim.sim.rollouts.roll_out` expects it: one 64-bit episode key per
+trajectory (the core's counter-based draws) and the ``[H, N]`` action uniforms, drawn up front per
+chunk from one ``torch.Generator`` (the measurement's seed also drives the prompt design and the
+bootstrap), so the reference loop and the fast path see identical rollouts.
 
 Glossary: M batches, B trajectories per batch (the rollout budget), K prompts per batch, G group size,
 r replicates per prompt draw, H horizon, T token slots (≤ H), O observations, A actions, X states.
@@ -32,6 +35,7 @@ from torch import Tensor
 
 import toy_envs
 from flashsim.exact import TorchTables
+from flashsim.sim.rollouts import Snapshot, roll_out
 
 #: Trajectories simulated together in one chunk (bounds memory: a few [chunk, H] tensors at a time).
 CHUNK_TRAJECTORIES = 1 << 16
@@ -143,46 +147,33 @@ def draw_uniforms(count: int, horizon: int, generator: torch.Generator) -> Unifo
 
 
 def simulate(
-    dynamics: toy_envs.TabularDynamics, behavior_log_table: Tensor, prompts: Tensor, uniforms: Uniforms
+    dynamics: toy_envs.TabularDynamics, behavior: Snapshot, prompts: Tensor, uniforms: Uniforms
 ) -> Rollouts:
-    """Simulate one trajectory per entry of ``prompts`` under μ (see the module docstring).
-
-    Only running trajectories are stepped (the active set shrinks as episodes end), so the work is
-    proportional to the number of tokens, not to N·H.
+    """Simulate one trajectory per entry of ``prompts`` under μ = ``behavior`` (see the module docstring).
 
     Shape:
-        behavior_log_table: ``[O, A]``; prompts: ``[c, B]``; uniforms: ``([N], [H, N])`` with N = c·B,
-        column n for trajectory n of the flattened prompts. Returns a :class:`Rollouts` chunk.
+        prompts: ``[c, B]``; uniforms: ``([N], [H, N])`` with N = c·B, column n for trajectory n of the
+        flattened prompts. Returns a :class:`Rollouts` chunk.
     """
-    keys, action_u = uniforms[0].numpy().view(np.uint64), uniforms[1].numpy()
-    tables = dynamics.tables
-    H, count = tables.horizon, keys.shape[0]
-    log_mu = behavior_log_table.detach().to(torch.float64).numpy()
-    cdf = np.cumsum(np.exp(log_mu), axis=1)
-    cdf /= cdf[:, -1:]
-    observations, actions = np.zeros((H, count), np.int64), np.zeros((H, count), np.int64)
-    behavior, rewards, lengths = np.zeros((H, count)), np.zeros(count), np.zeros(count, np.int64)
-    active = np.arange(count)
-    _, state = dynamics.reset(keys, prompts.reshape(-1).numpy())
-    for t in range(H):
-        obs = tables.observation_of_state[state]
-        action = np.minimum((cdf[obs] < action_u[t, active, None]).sum(axis=1), log_mu.shape[1] - 1)
-        observations[t, active], actions[t, active], behavior[t, active] = obs, action, log_mu[obs, action]
-        step = dynamics.step(state, action, np.full(active.shape, t), keys[active])
-        rewards[active] += step.reward
-        lengths[active] += 1
-        running = ~(step.terminated | step.truncated)
-        active, state = active[running], step.state[running]
-        if active.size == 0:
-            break
-    width = int(lengths.max())
+    keys, action_uniforms = uniforms[0].numpy().view(np.uint64), uniforms[1].numpy()
+    _, states = dynamics.reset(keys, prompts.reshape(-1).numpy())
+
+    def step(active: np.ndarray, actions: np.ndarray, t: int) -> tuple:
+        result = dynamics.step(states[active], actions, np.full(active.shape, t), keys[active])
+        states[active] = result.state
+        return result.observation, result.reward, result.terminated, result.truncated, result.tool_call, result.duration
+
+    first = dynamics.tables.observation_of_state[states]
+    rows = roll_out([behavior], np.zeros(keys.shape[0], np.int64), first, action_uniforms, step)
+    width = int(rows.lengths.max())
     shape = (*prompts.shape, width)
 
     def batched(column: np.ndarray) -> Tensor:
-        return torch.from_numpy(np.ascontiguousarray(column[:width].T)).reshape(shape)
+        return torch.from_numpy(np.ascontiguousarray(column[:, :width])).reshape(shape)
 
-    mask = np.arange(width)[:, None] < lengths[None, :]
+    mask = np.arange(width) < rows.lengths[:, None]
     return Rollouts(
-        batched(observations), batched(actions), batched(behavior), batched(mask),
-        torch.from_numpy(rewards).view(prompts.shape), torch.from_numpy(lengths).view(prompts.shape), prompts,
+        batched(rows.observations), batched(rows.actions), batched(rows.behavior_log_probs), batched(mask),
+        torch.from_numpy(rows.rewards).view(prompts.shape), torch.from_numpy(rows.lengths).view(prompts.shape),
+        prompts,
     )
