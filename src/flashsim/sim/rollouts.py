@@ -52,8 +52,7 @@ class Snapshot:
         log_probs = np.array(log_probs, dtype=np.float64)
         cumulative = np.cumsum(np.exp(log_probs), axis=1)
         cumulative[:, -1] = 1.0
-        log_probs.flags.writeable = False
-        cumulative.flags.writeable = False
+        log_probs.flags.writeable = cumulative.flags.writeable = False
         return cls(version, log_probs, cumulative)
 
     @classmethod
@@ -201,25 +200,26 @@ def roll_out(
 
     At step t every running trajectory i takes the action of its snapshot's CDF at ``uniforms[t, i]``
     and stores its observation, action and ``log μ(a | o)``; ``step(active, actions, t)`` advances the
-    env for the running trajectories ``active`` only and returns their ``(observation, reward,
-    terminated, truncated, tool_call, duration)``. A trajectory ends when it terminates or is truncated;
-    only running ones are stepped, so the work is proportional to the tokens, not to n·H.
+    env for the running rows ``active`` (a slice or indices) only and returns their ``(observation,
+    reward, terminated, truncated, tool_call, duration)``. Only running trajectories are stepped.
 
     Shape:
         which, observations ``[n] int64``; uniforms ``[H, n]``; ``step`` returns ``[len(active)]`` arrays
         (``tool_call``, ``duration`` may be scalars). Returns n rows of H slots (``prompts`` left 0).
     """
     horizon, n = uniforms.shape
-    log_probs = np.stack([snapshot.log_probs for snapshot in snapshots])  # [V, O, A]
-    cumulative = np.stack([snapshot.cumulative for snapshot in snapshots])
+    log_probs = np.concatenate([snapshot.log_probs for snapshot in snapshots])  # [V·O, A]: row v·O + o
+    cumulative = np.concatenate([snapshot.cumulative for snapshot in snapshots])
+    first_row = which * snapshots[0].log_probs.shape[0]
     out = TrajectoryArrays.empty(n, horizon)
-    active, obs = np.arange(n), np.asarray(observations, dtype=np.int64)
+    # The running rows: a slice (views, no copies) until the first trajectory ends, then their indices.
+    active, obs = slice(0, n), np.asarray(observations, dtype=np.int64)
     for t in range(horizon):
-        version = which[active]
+        row = first_row[active] + obs
         # Inverse CDF: the first action with cumulative ≥ u (< A, as the last column is exactly 1).
-        action = (cumulative[version, obs] < uniforms[t, active, None]).sum(axis=1)
+        action = (cumulative[row] < uniforms[t, active, None]).sum(axis=1)
         out.observations[active, t], out.actions[active, t] = obs, action
-        out.behavior_log_probs[active, t] = log_probs[version, obs, action]
+        out.behavior_log_probs[active, t] = log_probs[row, action]
         next_obs, reward, terminated, truncated, tool_call, duration = step(active, action, t)
         out.rewards[active] += reward
         out.tool_calls[active] += tool_call
@@ -227,9 +227,11 @@ def roll_out(
         out.lengths[active] += 1
         out.truncated[active] = truncated & ~terminated
         running = ~(terminated | truncated)
-        active, obs = active[running], np.asarray(next_obs, dtype=np.int64)[running]
-        if active.size == 0:
-            break
+        obs = np.asarray(next_obs, dtype=np.int64)
+        if not running.all():
+            active, obs = np.arange(n)[active][running], obs[running]
+            if active.size == 0:
+                break
     return out
 
 

@@ -159,7 +159,7 @@ def simulate(
     _, states = dynamics.reset(keys, prompts.reshape(-1).numpy())
 
     def step(active: np.ndarray, actions: np.ndarray, t: int) -> tuple:
-        result = dynamics.step(states[active], actions, np.full(active.shape, t), keys[active])
+        result = dynamics.step(states[active], actions, np.full(actions.shape, t), keys[active])
         states[active] = result.state
         return result.observation, result.reward, result.terminated, result.truncated, result.tool_call, result.duration
 
