@@ -6,6 +6,8 @@ import torch
 
 import toy_envs
 from flashsim.exact import evaluate, to_torch
+from flashsim.sim.envs import make_env
+from flashsim.sim.rollouts import Sampler, Snapshot
 from flashsim.variance.gradients import behavior_snapshot, log_prob_table
 from flashsim.variance.sampling import batch_uniforms, draw_design, draw_uniforms, simulate
 from tests.variance.conftest import random_tabular
@@ -90,6 +92,28 @@ def test_the_sampler_steps_the_same_core_as_the_gymnasium_env(gridworld):
             step = dynamics.step(state, action, np.array([t]), keys[n : n + 1])
             total, state = total + float(step.reward[0]), step.state
         assert total == float(rollouts.rewards[0, n]) and (step.terminated[0] or step.truncated[0])
+
+
+def test_the_variance_sampler_and_the_simulator_roll_out_the_same_trajectories_from_the_same_draws():
+    """One rollout loop: the simulator's sub-env keys and action uniforms, given to the variance sampler."""
+    sim_env = make_env("gridworld", 24)
+    tables = sim_env.tables
+    policy = random_tabular(tables, seed=7)
+    prompts = np.resize(tables.train_prompts, 20)
+    rows = Sampler(sim_env).sample(Snapshot.of_policy(policy, 0), prompts, np.random.default_rng(8))
+    rng = np.random.default_rng(8)  # the sampler's draws: a seed per sub-env, then the [H, n] uniforms
+    seeds = rng.integers(0, 2**63, size=24)[:20]
+    keys = toy_envs.core.episode_keys(toy_envs.core.seed_keys(seeds), np.zeros(20, np.int64))
+    uniforms = (torch.from_numpy(keys.view(np.int64)), torch.from_numpy(rng.random((tables.horizon, 20))))
+    rollouts = simulate(toy_envs.TabularDynamics(tables), behavior_snapshot(policy), torch.from_numpy(prompts)[None],
+                        uniforms)
+    T = rollouts.observations.shape[-1]
+    assert T == rows.lengths.max() and (rows.lengths < tables.horizon).any()
+    np.testing.assert_array_equal(rollouts.lengths[0].numpy(), rows.lengths)
+    np.testing.assert_array_equal(rollouts.rewards[0].numpy(), rows.rewards)
+    np.testing.assert_array_equal(rollouts.observations[0].numpy(), rows.observations[:, :T])
+    np.testing.assert_array_equal(rollouts.actions[0].numpy(), rows.actions[:, :T])
+    np.testing.assert_array_equal(rollouts.behavior_log_probs[0].numpy(), rows.behavior_log_probs[:, :T])
 
 
 @pytest.mark.parametrize("seed", [0, 1])
