@@ -218,8 +218,8 @@ def roll_out(
         row = first_row[active] + obs
         # Inverse CDF: the first action with cumulative ≥ u (< A, as the last column is exactly 1).
         action = (cumulative[row] < uniforms[t, active, None]).sum(axis=1)
-        out.observations[active, t], out.actions[active, t] = obs, action
-        out.behavior_log_probs[active, t] = log_probs[row, action]
+        out.observations[:, t][active], out.actions[:, t][active] = obs, action  # column views: numpy's fast path
+        out.behavior_log_probs[:, t][active] = log_probs[row, action]
         next_obs, reward, terminated, truncated, tool_call, duration = step(active, action, t)
         out.rewards[active] += reward
         out.tool_calls[active] += tool_call
