@@ -23,11 +23,8 @@ from flashsim.experiments.probes import PROBED, probe_design
 from flashsim.experiments.run_cell import probe_cell
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "reproduce", help="run the paper's claims (C1-C7) as experiments: figures, tables, verdicts",
-        description=__doc__.split("\n\n")[0],
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The options of ``flashsim reproduce`` (:mod:`flashsim.cli` makes the parser)."""
     parser.add_argument("claims", nargs="+", choices=[*CLAIMS, "all"], metavar="CLAIM",
                         help=f"claims to run: {', '.join(CLAIMS)} or all")
     budget = parser.add_mutually_exclusive_group()

@@ -41,11 +41,8 @@ TABLE_COLUMNS = (
 )
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "variance", help="measure bias and variance of update directions against exact gradients",
-        description=__doc__.split("\n\n")[0],
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The options of ``flashsim variance`` (:mod:`flashsim.cli` makes the parser)."""
     paths = add_flags(
         parser, SweepConfig, flat=True,
         names={"budgets": "--budget", "group_sizes": "--group-size", "losses": "--loss"},

@@ -1,6 +1,6 @@
 """One simulated training run, one learner update at a time: rollouts, lag, loss, metrics.
 
-:class:`Simulation` wires the parts together: a vector env (:mod:`flashsim.sim.envs`), a policy
+:class:`Simulation` wires the parts together: a vector env (:func:`~flashsim.sim.config.make_env`), a policy
 (:mod:`flashsim.policies`), a rollout source that decides the lag (:class:`~flashsim.sim.lag.LaggedSource`
 for injected lag, :class:`~flashsim.sim.engine.AsyncEngine` for emergent lag), the learner
 (:mod:`flashsim.sim.learner`) and exact evaluation (:func:`flashsim.exact.evaluate`, or a seeded
@@ -31,9 +31,8 @@ import torch
 
 from flashsim import exact
 from flashsim.policies import make_policy
-from flashsim.sim.config import AsyncWorkers, TrainConfig
+from flashsim.sim.config import AsyncWorkers, TrainConfig, make_env, timing_of
 from flashsim.sim.engine import AsyncEngine
-from flashsim.sim.envs import make_env, timing_of
 from flashsim.sim.lag import LaggedSource
 from flashsim.sim.learner import Learner, LearnerState, PreparedBatch
 from flashsim.sim.rollouts import Batch, Collector
