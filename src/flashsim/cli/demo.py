@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from flashsim.sim import ALGORITHMS, FixedLag, TrainConfig, build_tables, optimal_success, train
+from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, build_tables, optimal_success, train
 from flashsim.sim.plotting import plot_curves
 
 RUNS = (("flash_reinforce", "FlashREINFORCE"), ("grpo", "GRPO"))
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     curves, table = {}, []
     for name, label in RUNS:
         for lag in LAGS:
-            config = TrainConfig(env="bandit", algorithm=ALGORITHMS[name], lag=FixedLag(lag),
+            config = TrainConfig(env="bandit", algorithm=AlgorithmConfig.for_loss(name), lag=FixedLag(lag),
                                  updates=args.updates, seed=args.seed, eval_every=5)
             result = train(config, plot=False)
             curves[f"{label}, lag {lag}"] = result.rows

@@ -54,7 +54,11 @@ def run(args: argparse.Namespace) -> int:
     cells = sum(len(design.cells()) for design in designs)
     print(f"{', '.join(names)}: {cells} cells ({args.profile}, {len(designs[0].seeds)} seeds) into {args.out}")
     started = time.perf_counter()
-    ran = run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress)
+    try:
+        ran = run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress)
+    except ValueError as error:  # --out holds cells of another design
+        print(f"flashsim reproduce: {error}", file=sys.stderr)
+        return 2
     probed = [probe_design(design) for design in designs if design.claim in PROBED]
     if probed:  # C1-C3: the gradient beside the training outcome, at the headline setting
         ran += run_sweep(probed, args.out, jobs=args.jobs, progress=not args.no_progress, run=probe_cell)

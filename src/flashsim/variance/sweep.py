@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from flashsim.losses import LOSSES, get_loss
 from flashsim.policies import POLICY_KINDS, make_policy
-from flashsim.sim.envs import build_tables
+from flashsim.sim.config import build_tables
 from flashsim.testing import ALGORITHMS, CONVENTIONS
 from flashsim.testing.conventions import load_function
 from flashsim.validation import check_choice
