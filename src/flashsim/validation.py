@@ -101,3 +101,19 @@ def _interval(low: int | None, high: int | None) -> str:
     if low is not None and high is not None:
         return f"in [{low}, {high}]"
     return f">= {low}" if low is not None else f"<= {high}"
+
+
+# ----------------------------------------------------------------------------- collections
+
+
+def check_nonempty(name: str, value: object) -> tuple:
+    """A non-empty list or tuple; returns it as a tuple (check the items with the helpers above).
+
+    >>> check_nonempty("lags", [0, 2])
+    (0, 2)
+    """
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list or tuple, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return tuple(value)
