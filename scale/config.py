@@ -1,11 +1,11 @@
 """Training configuration: frozen dataclasses, one per concern (a YAML section each), loaded strictly.
 
-Each field's docstring is its ``--help`` text. Loading (defaults → a YAML preset of ``scale/configs/*.yaml``
-→ ``--set section.key=value`` → the generated ``--section.key`` flags) is :func:`flashsim.config.load`, the
-same load order as ``flashsim train``: an unknown key is a ``ValueError``, a wrong type a ``TypeError``, an
-out-of-range value a ``ValueError``, each naming the key (``train.batch_size``). The words are the
-simulator's (``train.loss``, ``learning_rate``); the former ``algo`` and ``lr`` are refused with an error
-naming the new key. The group size of a loss comes from its row of :data:`flashsim.losses.LOSSES`. Each section checks its
+Each field's docstring is its ``--help`` text. Loading (defaults → a YAML preset of ``scale/configs/*.yaml`` →
+``--set section.key=value`` → the generated ``--section.key`` flags) is :func:`flashsim.config.load`, the same
+load order as ``flashsim train``: an unknown key is a ``ValueError``, a wrong type a ``TypeError``, an
+out-of-range value a ``ValueError``, each naming the key (``train.batch_size``). The words are the simulator's
+(``train.loss``, ``learning_rate``); the former ``algo`` and ``lr`` are refused with an error naming the new
+key. The group size of a loss comes from its row of :data:`flashsim.losses.LOSSES`. Each section checks its
 own fields in ``__post_init__`` (:mod:`flashsim.validation`); :class:`Config` checks the cross-section rules.
 """
 

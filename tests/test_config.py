@@ -8,7 +8,17 @@ from dataclasses import dataclass, field, is_dataclass
 
 import pytest
 
-from flashsim.config import FORMER, SECTION_BASE, add_flags, assign, field_docs, flag_assignments, from_dict, load, to_dict
+from flashsim.config import (
+    FORMER,
+    SECTION_BASE,
+    add_flags,
+    assign,
+    field_docs,
+    flag_assignments,
+    from_dict,
+    load,
+    to_dict,
+)
 from flashsim.sim.config import TrainConfig
 from flashsim.variance.sweep import SweepConfig
 

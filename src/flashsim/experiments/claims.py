@@ -87,7 +87,8 @@ def c2_gates(profile: str) -> ClaimDesign:
     lags = _pick(profile, (0, 8), (0, 2, 4, 8, 16), (0, 2, 4, 8, 16))
     updates = _pick(profile, 16, 100, 150)
     knob = tuple(
-        KnobValue(f"lr{rate}_lag{lag}", f"lr {rate}, L = {lag}", {"algorithm.learning_rate": rate, "lag": str(lag)}, value=lag)
+        KnobValue(f"lr{rate}_lag{lag}", f"lr {rate}, L = {lag}", {"algorithm.learning_rate": rate, "lag": str(lag)},
+                  value=lag)
         for rate in rates for lag in lags
     )
     headline = _pick(profile, "lr0.5_lag8", "lr0.1_lag8", "lr0.1_lag8")
@@ -200,7 +201,8 @@ def c5_fresh(profile: str) -> ClaimDesign:
     ms = _pick(profile, (4,), (2, 4, 8), (2, 4, 8))
     updates = _pick(profile, 16, 96, 200)
     knob = tuple(
-        KnobValue(f"m{m}", f"m = {m}", {}, {"minibatches": {"algorithm.batch_size": 128 * m, "algorithm.minibatches": m}}, value=m)
+        KnobValue(f"m{m}", f"m = {m}", {},
+                  {"minibatches": {"algorithm.batch_size": 128 * m, "algorithm.minibatches": m}}, value=m)
         for m in ms
     )
     return ClaimDesign(

@@ -193,7 +193,7 @@ class ClaimDesign:
         return next(value for value in self.knob if value.name == name)
 
     def config(self, arm: Arm, knob: KnobValue) -> TrainConfig:
-        """The resolved config of ``arm`` at ``knob``: base, then the arm's, the knob's, the knob's per-arm overrides."""
+        """``arm`` at ``knob``: the base, then the arm's, the knob's and the knob's per-arm overrides."""
         return with_overrides(self.base, arm.overrides, knob.overrides, knob.arm_overrides.get(arm.name, {}))
 
     def cells(self) -> list[Cell]:
