@@ -124,7 +124,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, base: T | None = None, n
     known = {f.name for f in fields(cls)}
     unknown = sorted(str(key) for key in data if key not in known and key != TYPE_KEY)
     if unknown:
-        _check_renamed(cls, unknown[0], name)
+        for key in unknown:
+            _check_renamed(cls, key, name)
         raise ValueError(f"unknown key(s) {', '.join(_join(name, k) for k in unknown)}; valid keys of "
                          f"{name or cls.__name__}: {', '.join(sorted(known))}")
     if data.get(TYPE_KEY, cls.__name__) != cls.__name__:
