@@ -11,9 +11,10 @@ Examples::
     python -m scale curve runs/tiny_cpu runs/grpo                                 # evaluation curves as a table
 
 Every key of :class:`scale.config.Config` is also a flag (``--section.key``; ``--model``, ``--algo``,
-``--out``, ``--engine`` and ``--ray-address`` for ``model.name``, ``train.algo``, ``log.out``,
+``--out``, ``--engine`` and ``--ray-address`` for ``model.name``, ``train.loss``, ``log.out``,
 ``rollout.engine`` and ``loop.ray_address``), generated with its docstring as help by
-:mod:`flashsim.config`. Precedence: the YAML file, then ``--set``, then the flags.
+:mod:`flashsim.config`. Precedence (:func:`flashsim.config.load`, as for ``flashsim train``): the defaults,
+the YAML file, then ``--set``, then the flags.
 """
 
 from __future__ import annotations
@@ -27,15 +28,17 @@ from pathlib import Path
 
 from flashsim.config import add_flags, flag_assignments
 
-FLAG_NAMES = {"model.name": "--model", "train.algo": "--algo", "log.out": "--out", "rollout.engine": "--engine",
-              "loop.ray_address": "--ray-address"}
-"""Short flags kept from before the flags were generated (``--model`` also takes a hub id or local path)."""
+FLAG_NAMES = {"model.name": "--model", "train.loss": ("--algo", "--train.loss"), "log.out": "--out",
+              "rollout.engine": "--engine", "loop.ray_address": "--ray-address"}
+"""Short flags for the keys typed most (``--model`` also takes a hub id or local path; ``--algo`` as in
+``flashsim train``)."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m scale", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="warm up (tiny model) and train with RL")
+    train = commands.add_parser("train", help="warm up (tiny model) and train with RL",
+                                allow_abbrev=False)  # --train.lr must not mean --train.lr-warmup-updates
     train.add_argument("--config", default=None,
                        help="YAML preset (a path, or a bundled name such as tiny_cpu); default: built-in defaults")
     train.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")

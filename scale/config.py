@@ -1,9 +1,11 @@
 """Training configuration: frozen dataclasses, one per concern (a YAML section each), loaded strictly.
 
-Each field's docstring is its ``--help`` text. Loading (YAML presets in ``scale/configs/*.yaml``,
-``--set section.key=value``, the generated ``--section.key`` flags) is :mod:`flashsim.config`, the same
-mechanism as ``flashsim train``: an unknown key is a ``ValueError``, a wrong type a ``TypeError``, an
-out-of-range value a ``ValueError``, each naming the key (``train.batch_size``). Each section checks its
+Each field's docstring is its ``--help`` text. Loading (defaults → a YAML preset of ``scale/configs/*.yaml`` →
+``--set section.key=value`` → the generated ``--section.key`` flags) is :func:`flashsim.config.load`, the same
+load order as ``flashsim train``: an unknown key is a ``ValueError``, a wrong type a ``TypeError``, an
+out-of-range value a ``ValueError``, each naming the key (``train.batch_size``). The words are the simulator's
+(``train.loss``, ``learning_rate``); the former ``algo`` and ``lr`` are refused with an error naming the new
+key. The group size of a loss comes from its row of :data:`flashsim.losses.LOSSES`. Each section checks its
 own fields in ``__post_init__`` (:mod:`flashsim.validation`); :class:`Config` checks the cross-section rules.
 """
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import flashsim.config as configs
+from flashsim.config import FORMER
 from flashsim.losses import LOSSES
 from flashsim.validation import check_choice, check_int, check_real, check_str
 from scale.engine.base import SamplingParams
@@ -23,7 +26,6 @@ MODES = ("async", "sync")
 PLACEMENTS = ("threads", "ray")
 ON_REWARD_ERROR = ("raise", "drop")
 ENGINES = ("transformers", "vllm")
-DEFAULT_GROUP_SIZE = 8
 
 
 @dataclass(frozen=True)
@@ -84,14 +86,14 @@ class WarmupConfig:
     """Supervised steps on the demonstrations before RL (0 skips the warm-up)."""
     batch_size: int = 64
     """Demonstrations per warm-up step."""
-    lr: float = 3e-3
+    learning_rate: float = field(default=3e-3, metadata={FORMER: "lr"})
     """Peak AdamW learning rate of the warm-up."""
 
 
     def __post_init__(self) -> None:
         check_int("steps", self.steps, low=0)
         check_int("batch_size", self.batch_size, low=1)
-        check_real("lr", self.lr, low=0.0, low_inclusive=False)
+        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,8 @@ class RolloutConfig:
     allow_truncated_sampling: bool = False
     """Permit top_p < 1 / top_k > 0 despite the biased ratios."""
     group_size: int | None = None
-    """Trajectories per prompt; default 1 for batch-centred losses, 8 for group losses (GRPO)."""
+    """Trajectories per prompt (null: the loss's, ``LOSSES[train.loss].group_size``: 8 for GRPO, RLOO and
+    Dr. GRPO, 1 otherwise)."""
     tools: bool = True
     """Let the model call the calculator (multi-turn trajectories)."""
     max_turns: int = 3
@@ -138,7 +141,7 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    algo: str = "flash_reinforce"
+    loss: str = field(default="flash_reinforce", metadata={FORMER: "algo"})
     """A loss of ``flashsim.losses.LOSSES`` (``flash_reinforce``, ``grpo``, ablations)."""
     loss_options: dict[str, Any] = field(default_factory=dict)
     """Keyword options of the loss (``delta``, ``clip_eps``, ...)."""
@@ -148,7 +151,7 @@ class TrainConfig:
     """Trajectories per update (B); GRPO uses batch_size / group_size prompts."""
     microbatch_size: int | None = None
     """Trajectories per forward/backward (gradient accumulation with global denominators)."""
-    lr: float = 3e-4
+    learning_rate: float = field(default=3e-4, metadata={FORMER: "lr"})
     """AdamW learning rate of the RL updates."""
     lr_warmup_updates: int = 0
     """Linear learning-rate ramp over the first updates."""
@@ -161,13 +164,13 @@ class TrainConfig:
 
 
     def __post_init__(self) -> None:
-        check_choice("algo", self.algo, sorted(LOSSES))
+        check_choice("loss", self.loss, sorted(LOSSES))
         for name in ("updates", "batch_size", "chunk_size"):
             check_int(name, getattr(self, name), low=1)
         if self.microbatch_size is not None:
             check_int("microbatch_size", self.microbatch_size, low=1)
         check_int("lr_warmup_updates", self.lr_warmup_updates, low=0)
-        check_real("lr", self.lr, low=0.0, low_inclusive=False)
+        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
         check_real("weight_decay", self.weight_decay, low=0.0)
         if self.max_grad_norm is not None:
             check_real("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
@@ -270,15 +273,15 @@ class Config:
                             ("loop.trajectories_per_call", self.loop.trajectories_per_call)):
             if value % G:
                 raise ValueError(f"{name} must be a multiple of the group size {G}; got {value}")
-        if LOSSES[self.train.algo].needs_groups and G < 2:
-            raise ValueError(f"rollout.group_size must be >= 2 for {self.train.algo} (group advantages); got {G}")
+        if LOSSES[self.train.loss].needs_groups and G < 2:
+            raise ValueError(f"rollout.group_size must be >= 2 for {self.train.loss} (group advantages); got {G}")
 
     @property
     def group_size(self) -> int:
-        """Trajectories per prompt, resolved from the algorithm when not set."""
+        """Trajectories per prompt: ``rollout.group_size``, or the loss's when that is null."""
         if self.rollout.group_size is not None:
             return self.rollout.group_size
-        return DEFAULT_GROUP_SIZE if LOSSES[self.train.algo].needs_groups else 1
+        return LOSSES[self.train.loss].group_size
 
 
 def sampling_params(config: Config) -> SamplingParams:
@@ -290,13 +293,9 @@ def load_config(
     path: str | Path | None = None, overrides: Iterable[str] = (),
     flags: Sequence[tuple[str, Any, bool]] = (),
 ) -> Config:
-    """A YAML preset (or the defaults when ``path`` is None), then ``section.key=value`` overrides, then
-    ``(path, value, is_text)`` from the generated flags; everything checked (see the module docstring)."""
-    data = configs.read_yaml(path) if path is not None else {}
-    assignments = [(*configs.parse_assignment(text), True) for text in overrides] + list(flags)
-    for key, value, text in assignments:
-        configs.assign(Config, data, key, value, text=text)
-    return configs.from_dict(Config, data)
+    """The defaults, then a YAML preset (when ``path`` is given), then ``section.key=value`` overrides, then
+    ``(path, value, is_text)`` from the generated flags (:func:`flashsim.config.load`; see the module docstring)."""
+    return configs.load(Config, path, overrides, flags)
 
 
 def to_dict(config: Config) -> dict[str, Any]:

@@ -109,10 +109,10 @@ class Trainer:
         r, t = config.rollout, config.train
         self.settings = RolloutSettings(sampling_params(config), resolve_reward(r.reward), config.group_size,
                                         r.tools, r.max_turns, r.on_reward_error)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
         ramp = max(t.lr_warmup_updates, 1)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda k: min(1.0, (k + 1) / ramp))
-        self.learner = Learner(self.model, self.optimizer, loss_name=t.algo, loss_options=t.loss_options,
+        self.learner = Learner(self.model, self.optimizer, loss_name=t.loss, loss_options=t.loss_options,
                                temperature=r.temperature, microbatch_size=t.microbatch_size,
                                chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm, max_tokens=r.max_new_tokens,
                                data_parallel=self.data_parallel)
@@ -194,7 +194,7 @@ class Trainer:
         start = time.perf_counter()
         bar = _progress(self.config, w.steps, "warm-up")
         losses = warmup(self.model, self.tokenizer, self.train_examples, steps=w.steps, batch_size=w.batch_size,
-                        lr=w.lr, rng=np.random.default_rng([self.config.seed, 1]),
+                        lr=w.learning_rate, rng=np.random.default_rng([self.config.seed, 1]),
                         chunk_size=self.config.train.chunk_size,
                         callback=lambda step, loss: _advance(bar, loss=f"{loss:.3f}"))
         _close(bar)

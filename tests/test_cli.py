@@ -34,3 +34,26 @@ def test_demo_runs_and_prints_a_result():
     result = run_flashsim("demo", timeout=300)
     assert result.returncode == 0, result.stderr
     assert "FlashREINFORCE" in result.stdout
+
+
+def test_only_the_chosen_subcommand_builds_its_parser_and_help_lists_them_all():
+    from flashsim.cli import SUBCOMMANDS, build_parser
+
+    def options(parser, command):
+        subparsers = next(action for action in parser._actions if action.dest == "command")
+        return {flag for action in subparsers.choices[command]._actions for flag in action.option_strings}
+
+    listing = build_parser().format_help()
+    assert all(name in listing and help_text.split()[0] in listing for name, help_text in SUBCOMMANDS.items())
+    train_only = build_parser("train")
+    assert "--lag" in options(train_only, "train") and options(train_only, "variance") == {"-h", "--help"}
+    assert "--budget" in options(build_parser("variance"), "variance")
+    assert "--quick" in options(build_parser("reproduce"), "reproduce")
+
+
+@pytest.mark.slow
+def test_every_subcommand_help_is_complete():
+    for command, option in (("demo", "--updates"), ("train", "--crash-prob"), ("variance", "--group-size"),
+                            ("reproduce", "--jobs"), ("check-loss", "--convention")):
+        result = run_flashsim(command, "--help")
+        assert result.returncode == 0 and option in result.stdout, (command, result.stderr)

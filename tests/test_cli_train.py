@@ -79,3 +79,40 @@ def _rows_past_a_checkpoint(out) -> bool:
         return (out / "checkpoint.pt").exists() and (out / "metrics.jsonl").stat().st_size > 20_000
     except FileNotFoundError:
         return False
+
+
+def _config(*argv):
+    """The config that ``flashsim train ARGV`` would run."""
+    from flashsim.cli import build_parser
+    from flashsim.cli.train import build_config
+
+    return build_config(build_parser("train").parse_args(["train", "--out", "unused", *argv]))
+
+
+def test_set_keys_of_the_lag_refine_the_lag_chosen_by_a_flag():
+    from flashsim.sim import AsyncWorkers
+
+    config = _config("--set", "lag.crash_prob=0.25", "--lag", "workers:8", "--max-queued", "256")
+    assert config.lag == AsyncWorkers(num_workers=8, crash_prob=0.25, max_queued=256)
+
+
+def test_timing_flags_refine_the_envs_own_latency_from_flags_set_or_a_file(tmp_path):
+    from dataclasses import replace
+
+    from flashsim.sim.config import env_timing
+
+    expected = replace(env_timing("gridworld"), tool_latency_sigma=2.0)
+    assert expected.tool_latency != 0
+    assert _config("--env", "gridworld", "--tool-latency-sigma", "2").timing == expected
+    assert _config("--set", "timing.tool_latency_sigma=2", "--set", "env=gridworld").timing == expected
+    path = tmp_path / "run.yaml"
+    path.write_text("env: gridworld\ntiming:\n  tool_latency_sigma: 2.0\n")
+    assert _config("--config", str(path)).timing == expected
+    assert _config("--env", "gridworld").timing is None
+
+
+def test_algo_takes_the_group_size_of_its_loss_and_flags_override_single_fields():
+    assert _config("--algo", "grpo").algorithm.group_size == 8
+    assert _config("--algo", "rloo", "--group-size", "4").algorithm.group_size == 4
+    minibatches = _config("--algo", "flash_reinforce", "--minibatches", "4").algorithm
+    assert (minibatches.loss, minibatches.group_size, minibatches.minibatches) == ("flash_reinforce", 1, 4)

@@ -8,7 +8,17 @@ from dataclasses import dataclass, field, is_dataclass
 
 import pytest
 
-from flashsim.config import add_flags, assign, field_docs, flag_assignments, from_dict, load, to_dict
+from flashsim.config import (
+    FORMER,
+    SECTION_BASE,
+    add_flags,
+    assign,
+    field_docs,
+    flag_assignments,
+    from_dict,
+    load,
+    to_dict,
+)
 from flashsim.sim.config import TrainConfig
 from flashsim.variance.sweep import SweepConfig
 
@@ -118,3 +128,65 @@ def test_strict_errors_name_the_key(data, error, key):
 def test_a_set_without_equals_sign_is_an_error():
     with pytest.raises(ValueError, match="key=value"):
         load(Outer, assignments=["count"])
+
+
+@dataclass(frozen=True)
+class Small:
+    size: int = 1
+    """A size."""
+
+
+@dataclass(frozen=True)
+class Large:
+    size: int = 10
+    """A size."""
+    extra: float = 0.5
+    """Only the large section has it."""
+
+
+def _small_base(values):
+    return Inner(rate=values["count"] / 10)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    count: int = 1
+    """How many."""
+    part: Small | Large = field(default_factory=Small)
+    """A section of one of two classes."""
+    tuned: Inner | None = field(default=None, metadata={SECTION_BASE: _small_base})
+    """Optional; its keys refine Inner(rate=count / 10) (None: not tuned)."""
+    renamed: int = field(default=0, metadata={FORMER: "old_name"})
+    """A field that had another name."""
+
+
+def test_load_order_is_defaults_then_yaml_then_set_then_flags(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("count: 2\nrenamed: 2\n")
+    config = load(Chosen, path, ["count=3", "renamed=3"], [("count", "4", True)])
+    assert (config.count, config.renamed) == (4, 3)
+    assert load(Chosen, path, flags=[("count", 5, False)], base=Chosen(renamed=7)) == Chosen(count=5, renamed=2)
+
+
+def test_a_section_chosen_by_a_later_stage_is_refined_by_keys_set_earlier():
+    config = load(Chosen, assignments=["part.extra=0.25"], flags=[("part", {"type": "Large"}, False)])
+    assert config.part == Large(extra=0.25)
+
+
+def test_a_key_of_another_class_of_a_section_names_the_class_that_has_it():
+    with pytest.raises(ValueError, match="part.extra is a key of Large, but part is a Small here; choose Large"):
+        load(Chosen, assignments=["part.extra=0.25"])
+
+
+def test_keys_of_an_unset_optional_section_refine_its_section_base(tmp_path):
+    assert load(Chosen, assignments=["count=5", "tuned.name=x"]).tuned == Inner(rate=0.5, name="x")
+    assert from_dict(Chosen, {"tuned": {"name": "y"}}).tuned == Inner(rate=0.1, name="y")
+    assert from_dict(Chosen, {"tuned": {"name": "y"}}, base=Chosen(tuned=Inner(rate=2.0))).tuned == Inner(2.0, "y")
+    assert load(Chosen).tuned is None
+
+
+def test_a_former_key_is_refused_with_an_error_naming_the_new_one(tmp_path):
+    with pytest.raises(ValueError, match="^old_name is now called renamed$"):
+        from_dict(Chosen, {"old_name": 1})
+    with pytest.raises(ValueError, match="^old_name is now called renamed$"):
+        load(Chosen, assignments=["old_name=1"])

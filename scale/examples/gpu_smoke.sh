@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 python -m scale train --model "$MODEL_DIR" --engine vllm --out "$OUT" \
   --set model.device=cuda --set model.dtype=bfloat16 \
   --set warmup.steps=0 --set rollout.tools=false --set rollout.max_new_tokens=256 \
-  --set train.updates=10 --set train.batch_size=64 --set train.microbatch_size=16 --set train.lr=1e-6 \
+  --set train.updates=10 --set train.batch_size=64 --set train.microbatch_size=16 --set train.learning_rate=1e-6 \
   --set loop.trajectories_per_call=32 --set loop.queue_size=64 --set loop.threads=null \
   --set data.num_test=128 --set eval.every=10 --set eval.greedy=false \
   --set log.checkpoint_every=0 --set log.progress=false > "$OUT/train_stdout.json"

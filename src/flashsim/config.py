@@ -11,12 +11,15 @@ ends in the dataclass constructor, whose ``__post_init__`` checks values with
 - :func:`assign` puts one ``path = value`` into such data, converting text by the field's annotation
   (``--set train.updates=10``, or a generated flag);
 - :func:`add_flags` generates one argparse flag per field and :func:`flag_assignments` reads them back;
+- :func:`load` is the one load order of every command: defaults (or a base config) → YAML file →
+  ``--set`` → flags;
 - :func:`to_dict` is the inverse of :func:`from_dict` (``from_dict(C, to_dict(c)) == c``).
 
 Annotations understood: ``bool``, ``int``, ``float``, ``str``, ``X | None``, ``tuple[X, ...]``,
 ``Mapping[str, object]`` / ``dict[str, Any]`` (merged key by key into the base's), a dataclass
 (a section), and a union of dataclasses (a mapping with a ``type`` key naming the class). A field may
-set ``metadata={"parse": function}`` to read its text form (``--lag workers:64``). Nothing is
+set ``metadata={"parse": function}`` to read its text form (``--lag workers:64``); an optional section
+may set ``metadata={"section_base": function}`` to say what its keys refine while it is None. Nothing is
 ``eval``-ed: text becomes a value only through ``int``, ``float``, ``json.loads`` or the field's parser.
 Why a small helper rather than tyro: ``docs/design.md``.
 """
@@ -42,6 +45,11 @@ from flashsim.validation import check_bool, check_int, check_real, check_str
 T = TypeVar("T")
 PARSE = "parse"
 """Field metadata key: a function ``str -> value`` that reads the field's text form."""
+FORMER = "former"
+"""Field metadata key: the field's former name, which loading refuses with an error naming the new one."""
+SECTION_BASE = "section_base"
+"""Field metadata key of an optional section (None by default): a function of the config's other field values
+(a mapping, name → value) giving the section that keys set in it start from (``timing`` refines the env's own)."""
 TYPE_KEY = "type"
 """Key that names the class of a union-of-dataclasses section in plain data."""
 UNSET = object()
@@ -116,6 +124,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, base: T | None = None, n
     known = {f.name for f in fields(cls)}
     unknown = sorted(str(key) for key in data if key not in known and key != TYPE_KEY)
     if unknown:
+        for key in unknown:
+            _check_renamed(cls, key, name)
         raise ValueError(f"unknown key(s) {', '.join(_join(name, k) for k in unknown)}; valid keys of "
                          f"{name or cls.__name__}: {', '.join(sorted(known))}")
     if data.get(TYPE_KEY, cls.__name__) != cls.__name__:
@@ -124,6 +134,10 @@ def from_dict(cls: type[T], data: Mapping[str, Any], *, base: T | None = None, n
     for f in fields(cls):
         if f.name in data:
             current = getattr(base, f.name) if base is not None else _default(f)
+            if current is None and SECTION_BASE in f.metadata and isinstance(data[f.name], Mapping):
+                values = {g.name: changes[g.name] if g.name in changes else
+                          getattr(base, g.name) if base is not None else _default(g) for g in fields(cls)}
+                current = f.metadata[SECTION_BASE](values)
             changes[f.name] = _convert(hints[f.name], data[f.name], _join(name, f.name), current,
                                        f.metadata.get(PARSE))
     try:
@@ -244,6 +258,7 @@ def assign(cls: type, data: dict[str, Any], path: str, value: Any, *, text: bool
         name = ".".join(keys[: depth + 1])
         valid = {f.name: f for f in fields(owner)}
         if key not in valid:
+            _check_renamed(owner, key, ".".join(keys[:depth]))
             raise ValueError(f"unknown key {name}; valid keys of {'.'.join(keys[:depth]) or owner.__name__}: "
                              f"{', '.join(sorted(valid))}")
         annotation, current = _hints(owner)[key], getattr(current, key, None)
@@ -264,7 +279,9 @@ def assign(cls: type, data: dict[str, Any], path: str, value: Any, *, text: bool
         section = {} if section is None else section
         if not isinstance(section, dict):
             raise TypeError(f"{name} is a section; it cannot hold {section!r}")
+        doc = field_docs(owner).get(key, "")
         owner = _section_class(annotation, section, current, name)
+        _check_section_key(annotation, owner, keys[depth + 1], name, doc)
         if len(_dataclass_options(annotation)) > 1:
             section.setdefault(TYPE_KEY, owner.__name__)
         target[key] = target = section
@@ -278,12 +295,26 @@ def parse_assignment(text: str) -> tuple[str, str]:
     return path.strip(), value
 
 
-def load(cls: type[T], path: str | Path | None = None, assignments: Iterable[str] = (), *,
-         base: T | None = None) -> T:
-    """A ``cls`` config: ``base`` (or the defaults), then the YAML file at ``path``, then ``key=value`` texts."""
+def load(cls: type[T], path: str | Path | None = None, assignments: Iterable[str] = (),
+         flags: Iterable[tuple[str, Any, bool]] = (), *, base: T | None = None) -> T:
+    """A ``cls`` config in the load order of every command: ``base`` (default: the class defaults), then the
+    YAML file at ``path``, then the ``--set`` texts ``assignments`` (``"key=value"``), then ``flags``.
+
+    ``flags`` are ``(path, value, is_text)`` triples: from :func:`flag_assignments`, or from code (an
+    experiment's overrides, ``is_text=False``). Later ones win. An assignment that chooses a section
+    (``lag=workers:8``) goes before those that set keys inside it (``lag.crash_prob=0.1``), whichever
+    stage each came from, so that the keys refine the chosen section.
+
+    Raises:
+        ValueError: an unknown key, a malformed ``--set``, a value the constructor rejects.
+        TypeError: a value of the wrong type. Both name the key.
+    """
     data = read_yaml(path) if path is not None else {}
-    for text in assignments:
-        assign(cls, data, *parse_assignment(text), base=base if base is not None else cls())
+    given = [(*parse_assignment(text), True) for text in assignments] + list(flags)
+    paths = [key for key, _, _ in given]
+    given.sort(key=lambda item: not any(other.startswith(item[0] + ".") for other in paths))  # stable
+    for key, value, text in given:
+        assign(cls, data, key, value, text=text, base=base if base is not None else cls())
     return from_dict(cls, data, base=base)
 
 
@@ -445,6 +476,20 @@ def _section_class(annotation: Any, data: Any, current: Any, name: str) -> type:
     if type(current) in classes:
         return type(current)
     raise ValueError(f"{name} is one of {', '.join(c.__name__ for c in classes)}; set it first")
+
+
+def _check_renamed(cls: type, key: str, section: str) -> None:
+    for f in fields(cls):
+        if f.metadata.get(FORMER) == key:
+            raise ValueError(f"{_join(section, key)} is now called {_join(section, f.name)}")
+
+
+def _check_section_key(annotation: Any, owner: type, key: str, section: str, doc: str) -> None:
+    """A key of another class of a union section (``lag.crash_prob`` while ``lag`` is a FixedLag): say which."""
+    others = [cls for cls in _dataclass_options(annotation) if key in {g.name for g in fields(cls)}]
+    if others and owner not in others:
+        raise ValueError(f"{section}.{key} is a key of {others[0].__name__}, but {section} is a {owner.__name__} "
+                         f"here; choose {others[0].__name__} for {section} first ({section}: {doc})")
 
 
 def _leaves(cls: type, instance: Any, prefix: str) -> Iterable[tuple[str, Any, Any, Any]]:

@@ -117,3 +117,19 @@ def check_divisible(name: str, value: int, *, by: str, divisor: int) -> int:
     if value % divisor:
         raise ValueError(f"{name} must be divisible by {by} ({divisor}), got {value}")
     return value
+
+
+# ----------------------------------------------------------------------------- collections
+
+
+def check_nonempty(name: str, value: object) -> tuple:
+    """A non-empty list or tuple; returns it as a tuple (check the items with the helpers above).
+
+    >>> check_nonempty("lags", [0, 2])
+    (0, 2)
+    """
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list or tuple, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return tuple(value)

@@ -1,6 +1,6 @@
 """A constructed cell function for runner and analysis tests: fast, deterministic, with known effects.
 
-``fake_run(spec, seed)`` returns every metric of ``CELL_METRICS``; ``success_train`` is 0.5 + a seed
+``fake_run(config)`` returns every metric of ``CELL_METRICS``; ``success_train`` is 0.5 + a seed
 effect shared by all arms + 0.2 for loss ``flash_reinforce`` at learning rate 0.1 only (so a design
 whose knob is the learning rate has a verdict that flips), + a small arm-and-seed wobble.
 """
@@ -10,13 +10,14 @@ from flashsim.experiments.run_cell import CELL_METRICS
 WOBBLE = (0.01, -0.02, 0.015, -0.005, 0.02, -0.01)
 
 
-def fake_run(spec, seed):
-    effect = 0.2 if spec.loss == "flash_reinforce" and spec.learning_rate == 0.1 else 0.0
-    wobble = WOBBLE[(seed + len(spec.loss)) % len(WOBBLE)]
+def fake_run(config):
+    algorithm, seed = config.algorithm, config.seed
+    effect = 0.2 if algorithm.loss == "flash_reinforce" and algorithm.learning_rate == 0.1 else 0.0
+    wobble = WOBBLE[(seed + len(algorithm.loss)) % len(WOBBLE)]
     success = 0.5 + 0.03 * seed + effect + wobble
     metrics = dict.fromkeys(CELL_METRICS, 0.0)
-    metrics.update(success_train=success, success_peak=success, length=float(spec.updates))
-    curve = {"update": [0.0, float(spec.updates - 1)], "sim_clock": [0.0, 1.0], "success_train": [0.5, success]}
+    metrics.update(success_train=success, success_peak=success, length=float(config.updates))
+    curve = {"update": [0.0, float(config.updates - 1)], "sim_clock": [0.0, 1.0], "success_train": [0.5, success]}
     return {"metrics": metrics, "curve": curve}
 
 
@@ -24,11 +25,11 @@ def failing_after(limit):
     """A cell function that runs ``limit`` cells, then raises (an interrupted sweep)."""
     calls = []
 
-    def run(spec, seed):
+    def run(config):
         if len(calls) >= limit:
             raise KeyboardInterrupt("interrupted")
-        calls.append((spec.loss, spec.learning_rate, seed))
-        return fake_run(spec, seed)
+        calls.append((config.algorithm.loss, config.algorithm.learning_rate, config.seed))
+        return fake_run(config)
 
     run.calls = calls
     return run

@@ -74,3 +74,16 @@ def test_bad_arguments_exit_with_status_2_and_say_why(argv, message, tmp_path, c
         status = exit_.code
     assert status == 2
     assert message in capsys.readouterr().err
+
+
+def test_cells_of_the_former_format_are_refused_and_left_as_they_are(tmp_path, capsys):
+    from flashsim.cli import main
+    from flashsim.experiments import build_design
+    from flashsim.experiments.runner import cell_path
+
+    path = cell_path(tmp_path, build_design("C4", "smoke").cells()[0])
+    path.parent.mkdir(parents=True)
+    path.write_text('{"claim": "C4", "seed": 0, "spec": {"loss": "flash_reinforce"}, "result": {}}')
+    assert main(["reproduce", "C4", "--smoke", "--out", str(tmp_path), "--no-progress"]) == 2
+    assert "written by an older flashsim" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [path.name]

@@ -1,33 +1,36 @@
-"""Experiment designs: cells, spec resolution, validation, and every claim at every profile."""
+"""Experiment designs: cells, config resolution, validation, and every claim at every profile."""
 
 import pytest
 
-from flashsim.experiments import CLAIMS, PROFILES, Arm, ClaimDesign, Comparison, KnobValue, RunSpec, build_design
-from flashsim.experiments.run_cell import CELL_METRICS, train_config
+from flashsim.config import from_dict, to_dict
+from flashsim.experiments import CLAIMS, PROFILES, Arm, ClaimDesign, Comparison, KnobValue, build_design, with_overrides
+from flashsim.experiments.run_cell import CELL_METRICS
+from flashsim.sim.config import AsyncWorkers, TrainConfig, env_timing
 
 
 def small_design(**changes):
     fields = dict(
-        claim="CX", title="t", paper="p", question="q", base=RunSpec(env="bandit_tiny", updates=4),
-        arms=(Arm("a", "A", {"loss": "flash_reinforce"}), Arm("b", "B", {"loss": "no_gate"})),
+        claim="CX", title="t", paper="p", question="q", base=TrainConfig(env="bandit_tiny", updates=4),
+        arms=(Arm("a", "A", {"algorithm.loss": "flash_reinforce"}), Arm("b", "B", {"algorithm.loss": "no_gate"})),
         knob_name="learning rate",
-        knob=(KnobValue("lr0.1", "lr 0.1", {"learning_rate": 0.1}),
-              KnobValue("lr0.5", "lr 0.5", {"learning_rate": 0.5}, {"b": {"updates": 8}})),
+        knob=(KnobValue("lr0.1", "lr 0.1", {"algorithm.learning_rate": 0.1}),
+              KnobValue("lr0.5", "lr 0.5", {"algorithm.learning_rate": 0.5}, {"b": {"updates": 8}})),
         comparisons=(Comparison("success_train", "a", "b"),), headline="lr0.1", seeds=(0, 1, 2),
     )
     fields.update(changes)
     return ClaimDesign(**fields)
 
 
-def test_cells_are_the_cross_product_seed_major_with_resolved_specs():
+def test_cells_are_the_cross_product_seed_major_with_resolved_configs():
     cells = small_design().cells()
     assert len(cells) == 2 * 2 * 3
     assert [cell.seed for cell in cells[:4]] == [0, 0, 0, 0]
     by_key = {cell.key: cell for cell in cells}
-    assert by_key["b__lr0.5__s001"].spec.updates == 8  # the knob's per-arm override
-    assert by_key["a__lr0.5__s001"].spec.updates == 4
-    assert by_key["a__lr0.5__s001"].spec.learning_rate == 0.5
-    assert by_key["b__lr0.1__s000"].spec.loss == "no_gate"
+    assert by_key["b__lr0.5__s001"].config.updates == 8  # the knob's per-arm override
+    assert by_key["a__lr0.5__s001"].config.updates == 4
+    assert by_key["a__lr0.5__s001"].config.algorithm.learning_rate == 0.5
+    assert by_key["b__lr0.1__s000"].config.algorithm.loss == "no_gate"
+    assert all(cell.config.seed == cell.seed for cell in cells)
     assert len(by_key) == len(cells)
 
 
@@ -49,21 +52,32 @@ def test_invalid_designs_raise_value_error_naming_the_problem(changes, message):
         small_design(**changes)
 
 
-def test_unknown_runspec_fields_list_the_valid_ones():
-    with pytest.raises(ValueError, match="valid fields: .*batch_size"):
-        RunSpec().with_overrides({"batchsize": 3})
+def test_unknown_override_paths_list_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown key algorithm.batchsize; valid keys of algorithm: .*batch_size"):
+        with_overrides(TrainConfig(), {"algorithm.batchsize": 3})
+    with pytest.raises(ValueError, match="unknown key batch_size; valid keys of TrainConfig: .*algorithm"):
+        with_overrides(TrainConfig(), {"batch_size": 3})
 
 
 @pytest.mark.parametrize(
-    ("fields", "error", "message"),
-    [({"batch_size": 0}, ValueError, "batch_size must be an int >= 1"),
+    ("overrides", "error", "message"),
+    [({"algorithm.batch_size": 0}, ValueError, "algorithm.batch_size must be an int >= 1"),
      ({"updates": 2.0}, TypeError, "updates must be an int"),
-     ({"timing": [("tool_latency_sigma", 1.0)]}, TypeError, "timing must be Mapping")],
+     ({"timing": [("tool_latency_sigma", 1.0)]}, TypeError, "timing must be TimingModel or null")],
     ids=["zero-batch", "float-updates", "timing-not-a-mapping"],
 )
-def test_a_bad_runspec_field_raises_the_validation_error_naming_it(fields, error, message):
+def test_a_bad_override_raises_the_validation_error_naming_it(overrides, error, message):
     with pytest.raises(error, match=message):
-        RunSpec(**fields)
+        with_overrides(TrainConfig(), overrides)
+
+
+def test_overrides_read_the_lag_syntax_and_refine_the_envs_own_timing():
+    config = with_overrides(TrainConfig(env="gridworld"), {"lag": "workers:64:sync"},
+                            {"timing.tool_latency_sigma": 2.0})
+    assert config.lag == AsyncWorkers(num_workers=64, synchronous=True)
+    gridworld = env_timing("gridworld")
+    assert config.timing.tool_latency_sigma == 2.0 and config.timing.tool_latency == gridworld.tool_latency != 0
+    assert from_dict(TrainConfig, to_dict(config)) == config
 
 
 def test_a_comparison_of_an_arm_with_itself_or_in_no_direction_is_rejected():
@@ -79,6 +93,7 @@ def test_design_to_dict_is_plain_json_data():
     data = small_design().to_dict()
     assert json.loads(json.dumps(data)) == data
     assert data["knob"][1]["arm_overrides"] == {"b": {"updates": 8}}
+    assert from_dict(TrainConfig, data["base"]) == small_design().base
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -89,7 +104,7 @@ def test_every_claim_builds_at_every_profile_into_valid_simulator_configs(claim,
     assert len(design.seeds) >= (10 if profile != "smoke" else 2)
     assert set(design.metric_names) <= set(CELL_METRICS)
     for cell in design.cells()[: len(design.arms) * len(design.knob)]:  # one seed's worth
-        train_config(cell.spec, cell.seed)  # raises on an invalid spec
+        assert isinstance(cell.config, TrainConfig)  # resolved (and checked) when the cells are built
 
 
 def test_build_design_takes_a_seed_count_and_rejects_bad_ones():

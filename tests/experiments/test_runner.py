@@ -1,11 +1,14 @@
 """The sweep runner: one atomic JSON file per cell, resume without redoing or losing cells, byte-identical."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from flashsim.config import from_dict, to_dict
 from flashsim.experiments.runner import CELLS, cell_path, run_sweep
+from flashsim.sim.config import TrainConfig
 from tests.experiments.fakes import failing_after, fake_run
 from tests.experiments.test_design import small_design
 
@@ -15,13 +18,14 @@ def snapshot(out):
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(Path(out).rglob("*")) if p.is_file()}
 
 
-def test_a_sweep_writes_one_json_file_per_cell_with_its_spec_and_result(tmp_path):
+def test_a_sweep_writes_one_json_file_per_cell_with_its_config_and_result(tmp_path):
     design = small_design()
     assert run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run) == len(design.cells())
     for cell in design.cells():
         record = json.loads(cell_path(tmp_path, cell).read_text())
-        assert record["spec"] == cell.spec.to_dict() and record["seed"] == cell.seed
-        assert record["result"] == json.loads(json.dumps(fake_run(cell.spec, cell.seed)))
+        assert record["config"] == to_dict(cell.config) and record["seed"] == cell.seed == cell.config.seed
+        assert from_dict(TrainConfig, record["config"]) == cell.config
+        assert record["result"] == json.loads(json.dumps(fake_run(cell.config)))
     assert (tmp_path / "CX" / "design.json").exists()
 
 
@@ -56,9 +60,20 @@ def test_a_finished_sweep_runs_nothing_again(tmp_path):
 
 def test_a_cell_file_of_another_design_is_an_error_not_overwritten(tmp_path):
     run_sweep([small_design()], tmp_path, jobs=1, progress=False, run=fake_run)
-    other = small_design(base=small_design().base.with_overrides({"updates": 5}))
+    other = small_design(base=replace(small_design().base, updates=5))
     with pytest.raises(ValueError, match="another design"):
         run_sweep([other], tmp_path, jobs=1, progress=False, run=fake_run)
+
+
+def test_a_cell_file_of_the_former_format_is_refused_with_a_clear_error(tmp_path):
+    design = small_design()
+    path = cell_path(tmp_path, design.cells()[0])
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"claim": "CX", "seed": 0, "spec": {"loss": "flash_reinforce"}, "result": {}}))
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match="older flashsim"):
+        run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)
+    assert path.read_bytes() == before
 
 
 @pytest.mark.parametrize(("jobs", "error"), [(0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError)],

@@ -27,7 +27,7 @@ def test_a_cell_run_twice_gives_identical_results():
     from flashsim.experiments.run_cell import run_cell
 
     cell = build_design("C7", "smoke").cells()[0]
-    assert run_cell(cell.spec, cell.seed) == run_cell(cell.spec, cell.seed)
+    assert run_cell(cell.config) == run_cell(cell.config)
 
 
 @pytest.mark.slow

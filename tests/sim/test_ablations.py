@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flashsim.sim import ALGORITHMS, AlgorithmConfig, FixedLag, Simulation, TrainConfig
+from flashsim.losses import LOSSES
+from flashsim.sim import AlgorithmConfig, FixedLag, Simulation, TrainConfig
+
+MINIBATCHES = AlgorithmConfig.for_loss("flash_reinforce", minibatches=4)
+"""``--algo flash_reinforce --minibatches 4``: one collected batch, m = 4 sequential steps on quarters."""
+PRESETS = {**{name: AlgorithmConfig.for_loss(name) for name in LOSSES}, "minibatches": MINIBATCHES}
 
 
 def stale_run(algorithm: AlgorithmConfig, updates: int = 12, lag: int = 8) -> list[dict]:
@@ -16,7 +21,7 @@ def stale_run(algorithm: AlgorithmConfig, updates: int = 12, lag: int = 8) -> li
 
 
 def with_large_step(preset: str) -> AlgorithmConfig:
-    return AlgorithmConfig(**{**vars(ALGORITHMS[preset]), "learning_rate": 0.5})
+    return AlgorithmConfig(**{**vars(PRESETS[preset]), "learning_rate": 0.5})
 
 
 def test_the_sequence_gate_rejects_whole_trajectories_under_drift():
@@ -42,7 +47,7 @@ def test_clipping_corrections_clip_some_tokens_under_drift(preset):
 
 
 def test_minibatches_take_m_optimizer_steps_per_collected_batch():
-    algorithm = ALGORITHMS["minibatches"]
+    algorithm = MINIBATCHES
     m = algorithm.minibatches * algorithm.epochs
     config = TrainConfig(env="bandit", algorithm=algorithm, lag=FixedLag(0), eval_every=1000)
     simulation = Simulation(config)
@@ -55,7 +60,7 @@ def test_minibatches_take_m_optimizer_steps_per_collected_batch():
     assert rollouts == [algorithm.batch_size] * m + [2 * algorithm.batch_size] * m  # a new batch every m steps
 
 
-@pytest.mark.parametrize("preset", sorted(set(ALGORITHMS) - {"flash_reinforce"}))
+@pytest.mark.parametrize("preset", sorted(set(PRESETS) - {"flash_reinforce"}))
 def test_every_preset_trains_differently_from_flash_reinforce_under_drift(preset):
     """Same seed, same start: a preset that reached the learner unchanged would end at the same parameters.
 

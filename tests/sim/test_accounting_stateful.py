@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from flashsim.policies import make_policy
-from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TimingModel
+from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TimingModel, make_env
 from flashsim.sim.engine import AsyncEngine
-from flashsim.sim.envs import make_env
 from flashsim.sim.rollouts import CONSUMED, CRASHED, REJECTED, Sampler, Snapshot
 
 

@@ -9,7 +9,6 @@ import pytest
 from flashsim.config import assign, field_docs, from_dict, load, to_dict
 from flashsim.losses import LOSSES
 from flashsim.sim.config import (
-    ALGORITHMS,
     AlgorithmConfig,
     AsyncWorkers,
     FixedLag,
@@ -77,12 +76,14 @@ def test_integer_fields_reject_floats_and_bools_with_type_error():
         FixedLag(True)
 
 
-def test_every_algorithm_preset_names_a_registered_loss():
-    assert {"flash_reinforce", "grpo", "token_gate", "no_gate", "token_mean", "positive_only", "minibatches",
-            "ppo_clip", "tis"} <= set(ALGORITHMS)
-    for preset in ALGORITHMS.values():
-        assert preset.loss in LOSSES
-    assert ALGORITHMS["grpo"].group_size > 1 and ALGORITHMS["minibatches"].minibatches > 1
+def test_the_algorithm_of_a_loss_takes_its_group_size_from_the_loss_table():
+    for name, spec in LOSSES.items():
+        assert AlgorithmConfig.for_loss(name) == AlgorithmConfig(name, group_size=spec.group_size)
+    assert {name for name, spec in LOSSES.items() if spec.group_size > 1} == {"grpo", "rloo", "dr_grpo"}
+    assert all(LOSSES[name].group_size > 1 for name in LOSSES if LOSSES[name].needs_groups)
+    assert AlgorithmConfig.for_loss("flash_reinforce", minibatches=4).minibatches == 4
+    with pytest.raises(ValueError, match="loss must be one of .*flash_reinforce"):
+        AlgorithmConfig.for_loss("minibatches")
 
 
 def test_field_docstrings_are_the_help_text_of_every_field():

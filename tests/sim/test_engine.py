@@ -7,8 +7,8 @@ import pytest
 
 from flashsim.policies import make_policy
 from flashsim.sim import AlgorithmConfig, AsyncWorkers, Simulation, TimingModel, TrainConfig
+from flashsim.sim.config import make_env
 from flashsim.sim.engine import AsyncEngine
-from flashsim.sim.envs import make_env
 from flashsim.sim.rollouts import CONSUMED, CRASHED, REJECTED, Sampler, Snapshot
 
 

@@ -5,7 +5,8 @@ import math
 import torch
 from torch.testing import assert_close
 
-from flashsim.sim import ALGORITHMS, AlgorithmConfig, Simulation, TrainConfig
+from flashsim.losses import LOSSES
+from flashsim.sim import AlgorithmConfig, Simulation, TrainConfig
 
 
 def run(loss: str, **options) -> list[dict]:
@@ -17,7 +18,7 @@ def run(loss: str, **options) -> list[dict]:
 def test_the_entropy_filter_drops_tokens_of_failed_trajectories_in_the_simulator():
     rows = run("entropy_filter")
     assert all(row["trust/token_acceptance_rate"] < 1 for row in rows)
-    assert "entropy_filter" in ALGORITHMS
+    assert "entropy_filter" in LOSSES
 
 
 def test_the_learner_passes_the_policy_entropy_of_each_token_and_reward_le_zero_as_failure():

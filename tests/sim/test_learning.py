@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from flashsim.sim import ALGORITHMS, AlgorithmConfig, FixedLag, Simulation, TrainConfig, build_tables, optimal_success
+from flashsim.sim import AlgorithmConfig, FixedLag, Simulation, TrainConfig, build_tables, optimal_success
 
 BUDGET_UPDATES = 100  # × B = 128 trajectories: a budget of 12,800 rollouts
 
@@ -14,7 +14,7 @@ BUDGET_UPDATES = 100  # × B = 128 trajectories: a budget of 12,800 rollouts
 @pytest.mark.parametrize("algorithm", ["flash_reinforce", "grpo"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_reaches_ninety_percent_of_the_optimal_success_on_prompt_bandit_at_lag_zero(algorithm, seed):
-    config = TrainConfig(env="bandit", algorithm=ALGORITHMS[algorithm], lag=FixedLag(0), seed=seed,
+    config = TrainConfig(env="bandit", algorithm=AlgorithmConfig.for_loss(algorithm), lag=FixedLag(0), seed=seed,
                          eval_every=BUDGET_UPDATES)
     simulation = Simulation(config)
     rows = [simulation.step() for _ in range(BUDGET_UPDATES)]
@@ -50,7 +50,9 @@ def test_rejected_trajectories_are_counted_by_the_ledger():
 @pytest.mark.parametrize("preset", ["token_gate", "no_gate", "token_mean", "positive_only", "minibatches", "ppo_clip",
                                     "tis", "rloo", "dr_grpo"])
 def test_every_ablation_runs_and_keeps_the_accounting(preset):
-    config = TrainConfig(env="chain", algorithm=ALGORITHMS[preset], lag=FixedLag(2), eval_every=3)
+    algorithm = (AlgorithmConfig.for_loss("flash_reinforce", minibatches=4) if preset == "minibatches"
+                 else AlgorithmConfig.for_loss(preset))
+    config = TrainConfig(env="chain", algorithm=algorithm, lag=FixedLag(2), eval_every=3)
     simulation = Simulation(config)
     rows = [simulation.step() for _ in range(6)]
     assert all(np.isfinite(row["loss/value"]) for row in rows)

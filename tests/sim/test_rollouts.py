@@ -9,8 +9,7 @@ import torch
 
 from flashsim import exact
 from flashsim.policies import TabularPolicy
-from flashsim.sim.config import TimingModel
-from flashsim.sim.envs import ENVS, build_tables, make_env
+from flashsim.sim.config import ENVS, TimingModel, build_tables, make_env
 from flashsim.sim.rollouts import Sampler, Snapshot, SnapshotStore
 
 ENV_NAMES = ("bandit", "gridworld", "chain")

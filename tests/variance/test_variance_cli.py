@@ -37,7 +37,7 @@ def test_bad_usage_exits_2_with_a_message(tmp_path, capsys):
 
 
 def test_help_text_comes_from_the_sweep_config_docstrings():
-    parser = build_parser()
+    parser = build_parser("variance")
     subparsers = next(action for action in parser._actions if action.dest == "command")
     help_text = subparsers.choices["variance"].format_help()
     assert "Policy lags L" in help_text and "[default: 0,2,4,8]" in help_text

@@ -6,7 +6,7 @@ import torch
 
 import toy_envs
 from flashsim.exact import evaluate, to_torch
-from flashsim.sim.envs import make_env
+from flashsim.sim.config import make_env
 from flashsim.sim.rollouts import Sampler, Snapshot
 from flashsim.variance.gradients import behavior_snapshot, log_prob_table
 from flashsim.variance.sampling import batch_uniforms, draw_design, draw_uniforms, simulate

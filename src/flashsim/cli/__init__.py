@@ -1,8 +1,11 @@
 """The ``flashsim`` command: a thin dispatcher over one module per subcommand.
 
-Each subcommand lives in ``flashsim/cli/<name>.py`` and exposes ``add_parser(subparsers)``, which
-registers its parser and sets ``func`` (called with the parsed namespace, returning an exit code).
-Adding a subcommand means adding its module name to ``SUBCOMMANDS``; nothing else here changes.
+Each subcommand lives in ``flashsim/cli/<module>.py`` and exposes ``configure(parser)``, which adds its
+options to the parser made here and sets ``func`` (called with the parsed namespace, returning an exit
+code); the first paragraph of the module's docstring is its ``--help`` description. Only the chosen
+subcommand's module is imported and its options built: ``flashsim train`` does not pay for the parsers
+(and imports) of the others, which ``flashsim --help`` lists by name and the one-line help of
+:data:`SUBCOMMANDS`.
 """
 
 from __future__ import annotations
@@ -10,26 +13,40 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Sequence
 
 from flashsim import __version__
 
-SUBCOMMANDS = ("demo", "train", "variance", "reproduce", "check_loss")
+SUBCOMMANDS = {
+    "demo": "FlashREINFORCE vs GRPO on PromptBandit at lag 0 and lag 8: a table and a plot",
+    "train": "run one simulated training run (FlashREINFORCE, GRPO or an ablation) with policy lag",
+    "variance": "measure bias and variance of update directions against exact gradients",
+    "reproduce": "run the paper's claims (C1-C7) as experiments: figures, tables, verdicts",
+    "check-loss": "check a loss function against FlashREINFORCE's or GRPO's invariants",
+}
+"""Subcommand → its one-line help; its module is ``flashsim.cli.<name with - as _>``."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``flashsim`` parser, with the options of ``command`` only (the others are listed, not built)."""
     parser = argparse.ArgumentParser(
         prog="flashsim",
         description="Simulate and measure FlashREINFORCE vs GRPO with injected policy lag.",
     )
     parser.add_argument("--version", action="version", version=f"flashsim {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"flashsim.cli.{name}").add_parser(subparsers)
+    for name, help_text in SUBCOMMANDS.items():
+        subparser = subparsers.add_parser(name, help=help_text)
+        if name == command:
+            module = importlib.import_module(f"flashsim.cli.{name.replace('-', '_')}")
+            subparser.description = module.__doc__.split("\n\n")[0]
+            module.configure(subparser)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -14,11 +14,8 @@ from flashsim.testing import ALGORITHMS, CONVENTIONS, INVARIANTS, check_loss
 from flashsim.testing.conventions import load_function
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "check-loss", help="check a loss function against FlashREINFORCE's or GRPO's invariants",
-        description=__doc__.split("\n\n")[0],
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The options of ``flashsim check-loss`` (:mod:`flashsim.cli` makes the parser)."""
     parser.add_argument("function", metavar="MODULE:FUNCTION", help="the loss, e.g. my_trainer.losses:policy_loss")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default="flash_reinforce",
                         help="the algorithm the loss implements [default: flash_reinforce]")

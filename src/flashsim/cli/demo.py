@@ -14,18 +14,15 @@ from pathlib import Path
 
 import torch
 
-from flashsim.sim import ALGORITHMS, FixedLag, TrainConfig, build_tables, optimal_success, train
+from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, build_tables, optimal_success, train
 from flashsim.sim.plotting import plot_curves
 
 RUNS = (("flash_reinforce", "FlashREINFORCE"), ("grpo", "GRPO"))
 LAGS = (0, 8)
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "demo", help="FlashREINFORCE vs GRPO on PromptBandit at lag 0 and lag 8: a table and a plot",
-        description=__doc__.split("\n\n")[0],
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The options of ``flashsim demo`` (:mod:`flashsim.cli` makes the parser)."""
     parser.add_argument("--updates", type=int, default=150, help="learner updates per run (B = 128 rollouts each)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of every run")
     parser.add_argument("--out", type=Path, default=Path("flashsim-demo"), help="directory for the figure")
@@ -40,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     curves, table = {}, []
     for name, label in RUNS:
         for lag in LAGS:
-            config = TrainConfig(env="bandit", algorithm=ALGORITHMS[name], lag=FixedLag(lag),
+            config = TrainConfig(env="bandit", algorithm=AlgorithmConfig.for_loss(name), lag=FixedLag(lag),
                                  updates=args.updates, seed=args.seed, eval_every=5)
             result = train(config, plot=False)
             curves[f"{label}, lag {lag}"] = result.rows

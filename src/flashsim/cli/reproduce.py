@@ -23,11 +23,8 @@ from flashsim.experiments.probes import PROBED, probe_design
 from flashsim.experiments.run_cell import probe_cell
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "reproduce", help="run the paper's claims (C1-C7) as experiments: figures, tables, verdicts",
-        description=__doc__.split("\n\n")[0],
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The options of ``flashsim reproduce`` (:mod:`flashsim.cli` makes the parser)."""
     parser.add_argument("claims", nargs="+", choices=[*CLAIMS, "all"], metavar="CLAIM",
                         help=f"claims to run: {', '.join(CLAIMS)} or all")
     budget = parser.add_mutually_exclusive_group()
@@ -57,7 +54,11 @@ def run(args: argparse.Namespace) -> int:
     cells = sum(len(design.cells()) for design in designs)
     print(f"{', '.join(names)}: {cells} cells ({args.profile}, {len(designs[0].seeds)} seeds) into {args.out}")
     started = time.perf_counter()
-    ran = run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress)
+    try:
+        ran = run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress)
+    except ValueError as error:  # --out holds cells of another design
+        print(f"flashsim reproduce: {error}", file=sys.stderr)
+        return 2
     probed = [probe_design(design) for design in designs if design.claim in PROBED]
     if probed:  # C1-C3: the gradient beside the training outcome, at the headline setting
         ran += run_sweep(probed, args.out, jobs=args.jobs, progress=not args.no_progress, run=probe_cell)

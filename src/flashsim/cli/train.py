@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
-from flashsim.config import add_flags, assign, field_docs, flag_assignments, from_dict, parse_assignment, read_yaml
+from flashsim.config import add_flags, field_docs, flag_assignments, load
 from flashsim.io import jsonable
-from flashsim.sim.config import ALGORITHMS, AsyncWorkers, TrainConfig
-from flashsim.sim.envs import ENVS, EnvPreset
+from flashsim.losses import LOSSES
+from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
 from flashsim.sim.training import CHECKPOINT, load_state, train
 
 _NAMES = {"algorithm.learning_rate": ("--lr", "--learning-rate")}
@@ -29,17 +29,14 @@ _WORKER_ONLY = ("max_queued", "crash_prob", "restart_time")
 """Fields of :class:`AsyncWorkers` with their own flags (``--lag workers:N[:sync]`` sets the others)."""
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "train", help="run one simulated training run (FlashREINFORCE, GRPO or an ablation) with policy lag",
-        description=__doc__.split("\n\n")[0],
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The options of ``flashsim train`` (:mod:`flashsim.cli` makes the parser)."""
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="run directory for all outputs")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
     parser.add_argument(
-        "--algo", choices=list(ALGORITHMS), default=None,
-        help="algorithm preset: the loss and its batching (flags below override single fields) [default: "
-        "flash_reinforce]",
+        "--algo", choices=list(LOSSES), default=None,
+        help="the algorithm: a loss of flashsim.losses.LOSSES with its group size (8 for grpo, rloo, dr_grpo; "
+        "flags below override single fields) [default: flash_reinforce]",
     )
     parser.add_argument("--config", default=None, metavar="FILE.yaml",
                         help="a YAML file of TrainConfig keys (applied after --algo, before --set and flags)")
@@ -57,29 +54,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def build_config(args: argparse.Namespace, base: TrainConfig | None = None) -> TrainConfig:
-    """The run's config: ``base`` (or the defaults), then ``--algo``, ``--config``, ``--set``, then the flags."""
+    """The run's config: ``base`` (or the defaults) with ``--algo``, then ``--config``, ``--set`` and the flags
+    (:func:`flashsim.config.load`)."""
     config = base if base is not None else TrainConfig()
     if args.algo is not None:
-        config = replace(config, algorithm=ALGORITHMS[args.algo])
-    data = read_yaml(args.config) if args.config is not None else {}
-    given = [(path, value, True) for path, value in map(parse_assignment, args.set)]
-    given += flag_assignments(args, args.config_paths)
+        config = replace(config, algorithm=AlgorithmConfig.for_loss(args.algo))
+    flags = flag_assignments(args, args.config_paths)
     if args.delta is not None:
-        given.append(("algorithm.loss_options.delta", args.delta, True))
-    chosen = [g for g in given if g[0] in ("env", "lag")]  # first: worker and timing flags refine these choices
-    for path, value, text in chosen:
-        assign(TrainConfig, data, path, value, text=text, base=config)
-    lag = from_dict(TrainConfig, {"lag": data["lag"]}, base=config).lag if "lag" in data else config.lag
-    worker_flags = [path for path, _, _ in given if path.startswith("lag.")]
-    if worker_flags and not isinstance(lag, AsyncWorkers):
-        raise ValueError(f"{', '.join(worker_flags)} need --lag workers:N (event-driven workers)")
-    if any(path.startswith("timing.") for path, _, _ in given) and config.timing is None and "timing" not in data:
-        env = data.get("env", config.env)
-        config = replace(config, timing=ENVS.get(env, EnvPreset(env)).timing)  # refine the env's own
-    for path, value, text in given:
-        if (path, value, text) not in chosen:
-            assign(TrainConfig, data, path, value, text=text, base=config)
-    return from_dict(TrainConfig, data, base=config)
+        flags.append(("algorithm.loss_options.delta", args.delta, True))
+    return load(TrainConfig, args.config, args.set, flags, base=config)
 
 
 def run(args: argparse.Namespace) -> int:

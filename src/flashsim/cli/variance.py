@@ -4,7 +4,8 @@ Measures every estimator × lag × budget × group size of the grid (see :mod:`f
 at the point θ_N of a deterministic exact-ascent trajectory, with behaviour policies θ_{N−L}. Prints a
 table and writes ``variance.csv``, ``config.json``, ``vs_lag.png``, ``vs_budget.png`` and
 ``variance_split.png`` to ``--out``. The help text of each option is the docstring of the
-:class:`~flashsim.variance.sweep.SweepConfig` field it sets.
+:class:`~flashsim.variance.sweep.SweepConfig` field it sets; ``--config FILE.yaml`` and ``--set KEY=VALUE``
+are read as for ``flashsim train`` (:func:`flashsim.config.load`: defaults → YAML → ``--set`` → flags).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from flashsim.config import add_flags, assign, flag_assignments, from_dict, to_dict
+from flashsim.config import add_flags, flag_assignments, load, to_dict
 from flashsim.io import atomic_write_text
 from flashsim.variance.plots import plot_metrics, plot_split
 from flashsim.variance.sweep import SweepConfig, run_sweep
@@ -41,15 +42,16 @@ TABLE_COLUMNS = (
 )
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "variance", help="measure bias and variance of update directions against exact gradients",
-        description=__doc__.split("\n\n")[0],
-    )
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The options of ``flashsim variance`` (:mod:`flashsim.cli` makes the parser)."""
     paths = add_flags(
         parser, SweepConfig, flat=True,
         names={"budgets": "--budget", "group_sizes": "--group-size", "losses": "--loss"},
     )
+    parser.add_argument("--config", default=None, metavar="FILE.yaml",
+                        help="a YAML file of SweepConfig keys (applied before --set and the flags)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="set any SweepConfig key (repeatable), e.g. --set lags=0,4")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the CSV and plots")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -59,10 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     try:
-        data: dict = {}
-        for path, value, text in flag_assignments(args, args.config_paths):
-            assign(SweepConfig, data, path, value, text=text)
-        config = from_dict(SweepConfig, data)
+        config = load(SweepConfig, args.config, args.set, flag_assignments(args, args.config_paths))
         args.out.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         rows = run_sweep(config, progress=None if args.quiet else _progress)

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
-from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue, RunSpec
+from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
+from flashsim.sim.config import AlgorithmConfig, TrainConfig
 from flashsim.validation import check_int
 
 PROFILES = ("smoke", "quick", "full")
@@ -32,6 +33,13 @@ def _pick(profile: str, smoke, quick, full):
 
 def _eval_every(updates: int) -> int:
     return max(1, updates // 20)
+
+
+def _base(env: str = "gridworld", batch_size: int = 128, updates: int = 100, eval_every: int = 10,
+          **fields: object) -> TrainConfig:
+    """The settings a claim's cells share (arms and knob values override dotted paths of it)."""
+    return TrainConfig(env=env, algorithm=AlgorithmConfig(batch_size=batch_size), updates=updates,
+                       eval_every=eval_every, **fields)
 
 
 def c1_budget(profile: str) -> ClaimDesign:
@@ -53,11 +61,12 @@ def c1_budget(profile: str) -> ClaimDesign:
                  "ends with the higher exact success on ToolGridworld, and does FlashREINFORCE still beat GRPO "
                  "when GRPO gets twice the rollouts? The knob is the budget (updates × 128 rollouts); the "
                  "headline is the largest budget, as the paper compares the end of long runs.",
-        base=RunSpec(env="gridworld", batch_size=128, lag="0"),
+        base=_base(),
         arms=(
-            Arm("flash", "FlashREINFORCE (128 × 1)", {"loss": "flash_reinforce"}),
-            Arm("grpo", "GRPO (32 × 4), same rollouts", {"loss": "grpo", "group_size": 4}),
-            Arm("grpo_2x", "GRPO (32 × 4), twice the rollouts", {"loss": "grpo", "group_size": 4}),
+            Arm("flash", "FlashREINFORCE (128 × 1)", {"algorithm.loss": "flash_reinforce"}),
+            Arm("grpo", "GRPO (32 × 4), same rollouts", {"algorithm.loss": "grpo", "algorithm.group_size": 4}),
+            Arm("grpo_2x", "GRPO (32 × 4), twice the rollouts",
+                {"algorithm.loss": "grpo", "algorithm.group_size": 4}),
         ),
         knob_name="rollout budget of FlashREINFORCE",
         knob=knob,
@@ -78,7 +87,8 @@ def c2_gates(profile: str) -> ClaimDesign:
     lags = _pick(profile, (0, 8), (0, 2, 4, 8, 16), (0, 2, 4, 8, 16))
     updates = _pick(profile, 16, 100, 150)
     knob = tuple(
-        KnobValue(f"lr{rate}_lag{lag}", f"lr {rate}, L = {lag}", {"learning_rate": rate, "lag": str(lag)}, value=lag)
+        KnobValue(f"lr{rate}_lag{lag}", f"lr {rate}, L = {lag}", {"algorithm.learning_rate": rate, "lag": str(lag)},
+                  value=lag)
         for rate in rates for lag in lags
     )
     headline = _pick(profile, "lr0.5_lag8", "lr0.1_lag8", "lr0.1_lag8")
@@ -92,11 +102,11 @@ def c2_gates(profile: str) -> ClaimDesign:
                  "learning rate sets how far the policy drifts in L updates (reported as the mean sequence KL "
                  "D̄ against δ = 3e-3); the headline is L = 8 at lr 0.1, the paper's lag of ~8 in the "
                  "smaller-drift regime.",
-        base=RunSpec(env="gridworld", batch_size=64, updates=updates, eval_every=max(1, updates // 25)),
+        base=_base(batch_size=64, updates=updates, eval_every=max(1, updates // 25)),
         arms=(
-            Arm("sequence_gate", "sequence gate (FlashREINFORCE)", {"loss": "flash_reinforce"}),
-            Arm("token_gate", "token-local gate", {"loss": "token_gate"}),
-            Arm("no_gate", "no gate (IS ratios only)", {"loss": "no_gate"}),
+            Arm("sequence_gate", "sequence gate (FlashREINFORCE)", {"algorithm.loss": "flash_reinforce"}),
+            Arm("token_gate", "token-local gate", {"algorithm.loss": "token_gate"}),
+            Arm("no_gate", "no gate (IS ratios only)", {"algorithm.loss": "no_gate"}),
         ),
         knob_name="learning rate and lag L",
         knob=knob,
@@ -139,10 +149,10 @@ def c3_aggregation(profile: str) -> ClaimDesign:
                  "ReasoningChain (think or answer; truncation at H = 16 gives 0) is the length toy; "
                  "ToolGridworld adds tool calls. Length, truncation and tool calls are exact expectations of "
                  "the final policy. The headline is ReasoningChain at L = 4 (asynchronous, as in the paper).",
-        base=RunSpec(batch_size=128, updates=updates, eval_every=_eval_every(updates)),
+        base=_base(updates=updates, eval_every=_eval_every(updates)),
         arms=(
-            Arm("sample_mean", "sample-mean (FlashREINFORCE)", {"loss": "flash_reinforce"}),
-            Arm("token_mean", "token-mean", {"loss": "token_mean"}),
+            Arm("sample_mean", "sample-mean (FlashREINFORCE)", {"algorithm.loss": "flash_reinforce"}),
+            Arm("token_mean", "token-mean", {"algorithm.loss": "token_mean"}),
         ),
         knob_name="env and lag L",
         knob=knob,
@@ -168,10 +178,10 @@ def c4_signed(profile: str) -> ClaimDesign:
                  "they give no signal. Which ends with the higher exact success, and which keeps calling the "
                  "tool on ToolGridworld (the headline)? ReasoningChain and PromptBandit show whether the answer "
                  "depends on the env.",
-        base=RunSpec(batch_size=128, updates=updates, eval_every=_eval_every(updates)),
+        base=_base(updates=updates, eval_every=_eval_every(updates)),
         arms=(
-            Arm("signed", "signed (batch-centred)", {"loss": "flash_reinforce"}),
-            Arm("positive_only", "positive-only (A = R)", {"loss": "positive_only"}),
+            Arm("signed", "signed (batch-centred)", {"algorithm.loss": "flash_reinforce"}),
+            Arm("positive_only", "positive-only (A = R)", {"algorithm.loss": "positive_only"}),
         ),
         knob_name="env",
         knob=knob,
@@ -191,7 +201,8 @@ def c5_fresh(profile: str) -> ClaimDesign:
     ms = _pick(profile, (4,), (2, 4, 8), (2, 4, 8))
     updates = _pick(profile, 16, 96, 200)
     knob = tuple(
-        KnobValue(f"m{m}", f"m = {m}", {}, {"minibatches": {"batch_size": 128 * m, "minibatches": m}}, value=m)
+        KnobValue(f"m{m}", f"m = {m}", {},
+                  {"minibatches": {"algorithm.batch_size": 128 * m, "algorithm.minibatches": m}}, value=m)
         for m in ms
     )
     return ClaimDesign(
@@ -203,10 +214,10 @@ def c5_fresh(profile: str) -> ClaimDesign:
                  "fresh arm collects 128 per update, the minibatch arm collects 128·m and takes m sequential "
                  "steps on its slices (slice j is j updates stale, and the gate sees it). ToolGridworld, lag 0; "
                  "the knob is m, the headline m = 4 (the paper's).",
-        base=RunSpec(env="gridworld", batch_size=128, updates=updates, eval_every=_eval_every(updates)),
+        base=_base(updates=updates, eval_every=_eval_every(updates)),
         arms=(
-            Arm("fresh", "fresh batch per update", {"loss": "flash_reinforce"}),
-            Arm("minibatches", "m minibatches per batch", {"loss": "flash_reinforce"}),
+            Arm("fresh", "fresh batch per update", {"algorithm.loss": "flash_reinforce"}),
+            Arm("minibatches", "m minibatches per batch", {"algorithm.loss": "flash_reinforce"}),
         ),
         knob_name="minibatches m",
         knob=knob,
@@ -223,7 +234,8 @@ def c6_breadth(profile: str) -> ClaimDesign:
     groups = _pick(profile, (4,), (2, 4, 8), (2, 4, 8))
     updates = _pick(profile, 16, 60, 120)
     knob = tuple(
-        KnobValue(f"G{g}", f"G = {g}", {}, {"depth": {"group_size": g}, "grpo": {"group_size": g}}, value=g)
+        KnobValue(f"G{g}", f"G = {g}", {},
+                  {"depth": {"algorithm.group_size": g}, "grpo": {"algorithm.group_size": g}}, value=g)
         for g in groups
     )
     return ClaimDesign(
@@ -236,12 +248,12 @@ def c6_breadth(profile: str) -> ClaimDesign:
                  "to prompts it never trains on. At 128 rollouts per update, does seeing 128 prompts once beat "
                  "128/G prompts G times on held-out success — with the same estimator (batch-centred, sequence "
                  "gate) and against GRPO? The headline is G = 4.",
-        base=RunSpec(env="bandit", policy="linear", env_options={"num_prompts": 512}, batch_size=128,
-                     updates=updates, eval_every=_eval_every(updates)),
+        base=_base(env="bandit", policy="linear", env_options={"num_prompts": 512}, updates=updates,
+                   eval_every=_eval_every(updates)),
         arms=(
-            Arm("breadth", "128 prompts × 1 (FlashREINFORCE)", {"loss": "flash_reinforce"}),
-            Arm("depth", "128/G prompts × G (same loss)", {"loss": "flash_reinforce"}),
-            Arm("grpo", "128/G prompts × G (GRPO)", {"loss": "grpo"}),
+            Arm("breadth", "128 prompts × 1 (FlashREINFORCE)", {"algorithm.loss": "flash_reinforce"}),
+            Arm("depth", "128/G prompts × G (same loss)", {"algorithm.loss": "flash_reinforce"}),
+            Arm("grpo", "128/G prompts × G (GRPO)", {"algorithm.loss": "grpo"}),
         ),
         knob_name="group size G",
         knob=knob,
@@ -260,7 +272,7 @@ def c7_async(profile: str) -> ClaimDesign:
     """C7: asynchronous single-rollout vs a synchronous group barrier under heavy-tailed durations."""
     sigmas = _pick(profile, (1.0,), (0.0, 1.0, 2.0, 3.0), (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0))
     updates = _pick(profile, 16, 100, 200)
-    knob = tuple(KnobValue(f"sigma{s}", f"tool σ = {s}", {"timing": {"tool_latency_sigma": s}}, value=s)
+    knob = tuple(KnobValue(f"sigma{s}", f"tool σ = {s}", {"timing.tool_latency_sigma": s}, value=s)
                  for s in sigmas)
     return ClaimDesign(
         claim="C7",
@@ -272,13 +284,15 @@ def c7_async(profile: str) -> ClaimDesign:
                  "(32 × 4) behind a synchronous barrier; the two other corners separate the barrier from the "
                  "grouping. The primary metric is simulated seconds per update; the headline is σ = 1 (the "
                  "env's default).",
-        base=RunSpec(env="gridworld", batch_size=128, updates=updates, eval_every=_eval_every(updates)),
+        base=_base(updates=updates, eval_every=_eval_every(updates)),
         arms=(
-            Arm("flash_async", "FlashREINFORCE, async", {"loss": "flash_reinforce", "lag": "workers:64"}),
+            Arm("flash_async", "FlashREINFORCE, async", {"algorithm.loss": "flash_reinforce", "lag": "workers:64"}),
             Arm("grpo_sync", "GRPO (G = 4), sync barrier",
-                {"loss": "grpo", "group_size": 4, "lag": "workers:64:sync"}),
-            Arm("flash_sync", "FlashREINFORCE, sync barrier", {"loss": "flash_reinforce", "lag": "workers:64:sync"}),
-            Arm("grpo_async", "GRPO (G = 4), async", {"loss": "grpo", "group_size": 4, "lag": "workers:64"}),
+                {"algorithm.loss": "grpo", "algorithm.group_size": 4, "lag": "workers:64:sync"}),
+            Arm("flash_sync", "FlashREINFORCE, sync barrier",
+                {"algorithm.loss": "flash_reinforce", "lag": "workers:64:sync"}),
+            Arm("grpo_async", "GRPO (G = 4), async",
+                {"algorithm.loss": "grpo", "algorithm.group_size": 4, "lag": "workers:64"}),
         ),
         knob_name="tool-latency tail σ",
         knob=knob,

@@ -1,15 +1,17 @@
-"""An experiment's design as plain data: runs, arms, knobs, comparisons, and the cells they make.
+"""An experiment's design as plain data: arms, knobs, comparisons, and the cells they make.
 
-A claim of the paper becomes a :class:`ClaimDesign`: a base :class:`RunSpec` (env, policy, algorithm,
-lag, budget), the **arms** that differ in what the claim is about (sequence gate vs token gate ...),
-a **knob** whose values the claim may depend on (lag, learning rate, env, budget ...), the
-**comparisons** the paper makes (arm a beats arm b on metric m), fixed before anything runs, and the
-seeds. The cross product arm × knob value × seed gives the **cells**; each cell is one simulated
-training run whose :class:`RunSpec` is fully resolved, so a cell's result depends on nothing but
-its spec and seed.
+A claim of the paper becomes a :class:`ClaimDesign`: a base simulator config
+(:class:`~flashsim.sim.config.TrainConfig`: env, policy, algorithm, lag, budget), the **arms** that
+differ in what the claim is about (sequence gate vs token gate ...), a **knob** whose values the claim
+may depend on (lag, learning rate, env, budget ...), the **comparisons** the paper makes (arm a beats
+arm b on metric m), fixed before anything runs, and the seeds. Arms and knob values override dotted
+``TrainConfig`` paths (``{"algorithm.loss": "grpo", "lag": "workers:64"}``) through
+:func:`flashsim.config.load`, the load order of ``flashsim train``. The cross product arm × knob value ×
+seed gives the **cells**; each cell is one simulated training run whose ``TrainConfig`` (seed included)
+is fully resolved, so a cell's result depends on nothing but its config.
 
-Every value here is a frozen dataclass of JSON-able fields (str, int, float, dict): a cell's spec is
-written beside its result and compared on resume, and nothing is ever pickled.
+A design and a cell's config are written as plain JSON (:func:`flashsim.config.to_dict`, the format of a
+run's ``config.json``) beside the results and compared on resume; nothing is ever pickled.
 
 Glossary: B trajectories per batch, G group size, L lag, δ gate threshold, m minibatches.
 """
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from flashsim.validation import check_choice, check_instance, check_int
+from flashsim.config import load, to_dict
+from flashsim.sim.config import TrainConfig
+from flashsim.validation import check_choice
 
 DIRECTIONS = ("greater", "less")
 """How the paper orders two arms on a metric: ``greater`` (a > b) or ``less`` (a < b)."""
@@ -33,77 +37,20 @@ def _freeze(mapping: Mapping) -> dict:
     return dict(mapping)
 
 
-def _plain(value: object) -> object:
-    """Dataclasses, mappings and tuples as dicts and lists, recursively."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return {str(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
-    return value
-
-
 def _check_name(what: str, name: object) -> None:
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"{what} must be a non-empty name of letters, digits and _.+- (a file name), got {name!r}")
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """One simulated training run, as plain data (the adapter :mod:`~flashsim.experiments.run_cell` builds it).
+def with_overrides(config: TrainConfig, *overrides: Mapping[str, object]) -> TrainConfig:
+    """``config`` with the dotted-path ``overrides`` applied in order (later ones win), strictly: an unknown
+    path raises ``ValueError`` listing the valid keys, a bad value the config's own error naming it.
 
-    Fields mirror ``flashsim.sim.TrainConfig`` / ``AlgorithmConfig``; ``lag`` uses the ``--lag`` syntax.
+    >>> with_overrides(TrainConfig(), {"algorithm.loss": "grpo", "algorithm.group_size": 4}, {"lag": "8"}).lag
+    FixedLag(lag=8)
     """
-
-    env: str = "gridworld"
-    """Env preset of ``flashsim.sim.ENVS``."""
-    env_options: Mapping[str, object] = field(default_factory=dict)
-    """Keyword arguments overriding the env preset's."""
-    policy: str = "tabular"
-    """``tabular``, ``linear`` or ``mlp``."""
-    loss: str = "flash_reinforce"
-    """Name in ``flashsim.losses.LOSSES``."""
-    batch_size: int = 128
-    """Trajectories per collected batch B."""
-    group_size: int = 1
-    """Siblings per prompt G."""
-    minibatches: int = 1
-    """Sequential optimizer steps per collected batch m."""
-    learning_rate: float = 0.1
-    """Adam step size."""
-    optimizer: str = "adam"
-    """``adam`` or ``sgd``."""
-    loss_options: Mapping[str, object] = field(default_factory=dict)
-    """Keyword options of the loss (``delta`` ...)."""
-    lag: str = "0"
-    """Lag model in the ``--lag`` syntax: ``L``, ``random:MAX[...]``, ``workers:N[:sync]``."""
-    timing: Mapping[str, float] = field(default_factory=dict)
-    """Overrides of the env preset's ``TimingModel`` fields (``tool_latency_sigma``, ``straggler_prob`` ...)."""
-    updates: int = 100
-    """Learner updates."""
-    eval_every: int = 10
-    """Exact evaluation every this many updates (the learning curve's resolution)."""
-    logprob_noise: float = 0.0
-    """Std of the noise on stored behaviour log-probs."""
-
-    def __post_init__(self) -> None:
-        for name in ("env_options", "loss_options", "timing"):
-            object.__setattr__(self, name, _freeze(check_instance(name, getattr(self, name), Mapping)))
-        for name in ("batch_size", "group_size", "minibatches", "updates", "eval_every"):
-            check_int(name, getattr(self, name), low=1)
-
-    def with_overrides(self, overrides: Mapping[str, object]) -> RunSpec:
-        """This spec with ``overrides`` (field → value); unknown fields raise ``ValueError`` listing the valid ones."""
-        valid = {f.name for f in fields(self)}
-        unknown = sorted(set(overrides) - valid)
-        if unknown:
-            raise ValueError(f"unknown RunSpec fields {unknown}; valid fields: {', '.join(sorted(valid))}")
-        return replace(self, **dict(overrides))
-
-    def to_dict(self) -> dict[str, object]:
-        """Plain JSON-able dict (mappings as dicts)."""
-        return _plain(self)
+    flags = [(path, value, False) for mapping in overrides for path, value in mapping.items()]
+    return load(TrainConfig, flags=flags, base=config)
 
 
 @dataclass(frozen=True)
@@ -115,7 +62,7 @@ class Arm:
     label: str
     """Human label for tables and figures."""
     overrides: Mapping[str, object] = field(default_factory=dict)
-    """RunSpec fields this arm sets (e.g. ``{"loss": "token_gate"}``)."""
+    """Dotted ``TrainConfig`` paths this arm sets (e.g. ``{"algorithm.loss": "token_gate"}``)."""
 
     def __post_init__(self) -> None:
         _check_name("arm name", self.name)
@@ -131,9 +78,9 @@ class KnobValue:
     label: str
     """Human label, e.g. ``L = 8``."""
     overrides: Mapping[str, object] = field(default_factory=dict)
-    """RunSpec fields set for every arm."""
+    """Dotted ``TrainConfig`` paths set for every arm."""
     arm_overrides: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
-    """RunSpec fields set for one arm only, by arm name (applied last)."""
+    """Dotted ``TrainConfig`` paths set for one arm only, by arm name (applied last)."""
     value: float | None = None
     """The knob's numeric value where it has one (the x axis of the figures)."""
 
@@ -172,13 +119,13 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Cell:
-    """One run of a sweep: claim × arm × knob value × seed, with its fully resolved spec."""
+    """One run of a sweep: claim × arm × knob value × seed, with its fully resolved config (seed included)."""
 
     claim: str
     arm: str
     knob: str
     seed: int
-    spec: RunSpec
+    config: TrainConfig
 
     @property
     def key(self) -> str:
@@ -198,8 +145,8 @@ class ClaimDesign:
     """What the paper (or the article about it) reports, with its numbers."""
     question: str
     """The question the simulation asks, and why this design answers it."""
-    base: RunSpec
-    """Settings shared by every cell."""
+    base: TrainConfig
+    """Settings shared by every cell (its seed is replaced by each cell's)."""
     arms: tuple[Arm, ...]
     """The arms (at least two)."""
     knob_name: str
@@ -245,15 +192,15 @@ class ClaimDesign:
     def knob_value(self, name: str) -> KnobValue:
         return next(value for value in self.knob if value.name == name)
 
-    def spec(self, arm: Arm, knob: KnobValue) -> RunSpec:
-        """The resolved spec of ``arm`` at ``knob``: base, then the arm's, the knob's, the knob's per-arm overrides."""
-        spec = self.base.with_overrides(arm.overrides).with_overrides(knob.overrides)
-        return spec.with_overrides(knob.arm_overrides.get(arm.name, {}))
+    def config(self, arm: Arm, knob: KnobValue) -> TrainConfig:
+        """``arm`` at ``knob``: the base, then the arm's, the knob's and the knob's per-arm overrides."""
+        return with_overrides(self.base, arm.overrides, knob.overrides, knob.arm_overrides.get(arm.name, {}))
 
     def cells(self) -> list[Cell]:
         """Every cell, seed-major (an interrupted sweep has whole seeds done first)."""
+        configs = {(arm.name, knob.name): self.config(arm, knob) for knob in self.knob for arm in self.arms}
         return [
-            Cell(self.claim, arm.name, knob.name, seed, self.spec(arm, knob))
+            Cell(self.claim, arm.name, knob.name, seed, replace(configs[(arm.name, knob.name)], seed=seed))
             for seed in self.seeds for knob in self.knob for arm in self.arms
         ]
 
@@ -262,7 +209,7 @@ class ClaimDesign:
 
     def to_dict(self) -> dict[str, object]:
         """The design as plain JSON-able data (written beside the cells as ``design.json``)."""
-        return _plain(self)
+        return to_dict(self)
 
     @property
     def metric_names(self) -> tuple[str, ...]:

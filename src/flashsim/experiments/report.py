@@ -16,10 +16,12 @@ import json
 import shutil
 from pathlib import Path
 
+from flashsim.config import to_dict
 from flashsim.experiments.analysis import MEANS, SUMMARY, TABLE, fmt, fmt_interval, markdown_tables
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.probes import probe_design, probe_table
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
+from flashsim.sim.config import TrainConfig
 
 DELTA = 3e-3
 """The sequence gate's δ (FlashREINFORCE's default), the unit of the drift regimes."""
@@ -68,13 +70,26 @@ def _drift_table(summary: dict) -> str:
 
 
 def _design_block(design: ClaimDesign) -> str:
-    base = design.base.to_dict()
+    defaults = _dotted(to_dict(TrainConfig()))
+    base = {path: value for path, value in _dotted(to_dict(design.base)).items()
+            if path == "env" or defaults.get(path) != value}
     arms = "; ".join(f"**{arm.label}** `{dict(arm.overrides)}`" for arm in design.arms)
     knob = ", ".join(value.label for value in design.knob)
-    return (f"- Base run: `{ {k: v for k, v in base.items() if v not in ({}, None)} }`\n"
+    return (f"- Base run (the env, and the `TrainConfig` paths that differ from the defaults): `{base}`\n"
             f"- Arms: {arms}\n"
             f"- Knob ({design.knob_name}): {knob}; headline: {design.knob_value(design.headline).label}\n"
             f"- Seeds: {len(design.seeds)} (paired: every arm and setting runs every seed)\n")
+
+
+def _dotted(data: dict, prefix: str = "") -> dict[str, object]:
+    """Nested plain data as ``{"algorithm.batch_size": 128, ...}`` (the paths that arms and knobs override)."""
+    flat = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            flat.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def claim_section(

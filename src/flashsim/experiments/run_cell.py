@@ -1,10 +1,9 @@
-"""The adapter between the experiments and the simulator: one :class:`RunSpec` + seed → one cell's result.
+"""One cell's run: a resolved :class:`~flashsim.sim.config.TrainConfig` (seed included) → the cell's result.
 
-This is the **only** module of :mod:`flashsim.experiments` that touches :mod:`flashsim.sim` (and
-:mod:`flashsim.exact` for the final policy's exact statistics). It uses the simulator's public API
-only — ``TrainConfig``, ``AlgorithmConfig``, ``parse_lag``, ``ENVS``, ``Simulation(config).step()``
-and ``.evaluate()`` — and re-exports :mod:`flashsim.io`'s atomic file writers and ``jsonable`` (one
-implementation of each), so a change in the simulator's internals is absorbed here.
+This is the only module of :mod:`flashsim.experiments` that *runs* the simulator (designs only build
+its configs). It uses the simulator's public API — ``Simulation(config).step()`` and ``.evaluate()`` —
+and :mod:`flashsim.exact` for the final policy's exact statistics, and re-exports :mod:`flashsim.io`'s
+atomic file writers and ``jsonable`` (one implementation of each).
 
 A cell's result is plain JSON: ``metrics`` (the scalars of :data:`CELL_METRICS`) and ``curve`` (the
 learning curve at the exact-evaluation points). It holds nothing that depends on the machine (no wall
@@ -14,19 +13,17 @@ time), so a cell run twice gives byte-identical files.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
 from flashsim import exact
-from flashsim.experiments.design import RunSpec
 from flashsim.io import atomic_write, atomic_write_text, jsonable
-from flashsim.sim import ENVS, AlgorithmConfig, FixedLag, Simulation, TrainConfig, parse_lag
+from flashsim.sim import FixedLag, Simulation, TrainConfig
 from flashsim.variance import measure_gradient
 
 __all__ = [
     "CELL_METRICS", "PROBE_METRICS", "atomic_write", "atomic_write_text", "jsonable", "probe_cell", "probe_points",
-    "run_cell", "train_config",
+    "run_cell",
 ]
 
 CELL_METRICS = {
@@ -64,34 +61,18 @@ CURVE_KEYS = {
 """Learning-curve series (name → simulator metric), one entry per evaluated update (and the final one)."""
 
 
-def train_config(spec: RunSpec, seed: int) -> TrainConfig:
-    """The simulator's config of ``spec`` with ``seed``."""
-    algorithm = AlgorithmConfig(
-        spec.loss, batch_size=spec.batch_size, group_size=spec.group_size, minibatches=spec.minibatches,
-        optimizer=spec.optimizer, learning_rate=spec.learning_rate, loss_options=dict(spec.loss_options),
-    )
-    if spec.env not in ENVS:
-        raise ValueError(f"env must be one of {', '.join(ENVS)}; got {spec.env!r}")
-    timing = replace(ENVS[spec.env].timing, **dict(spec.timing)) if spec.timing else None
-    return TrainConfig(
-        env=spec.env, algorithm=algorithm, lag=parse_lag(spec.lag), timing=timing, policy=spec.policy,
-        updates=spec.updates, seed=seed, eval_every=spec.eval_every, logprob_noise=spec.logprob_noise,
-        env_options=dict(spec.env_options),
-    )
-
-
-def run_cell(spec: RunSpec, seed: int) -> dict[str, object]:
-    """Run ``spec`` with ``seed`` to its update budget; return ``{"metrics": ..., "curve": ...}`` (JSON-able)."""
-    simulation = Simulation(train_config(spec, seed))
-    rows = [simulation.step() for _ in range(spec.updates)]
+def run_cell(config: TrainConfig) -> dict[str, object]:
+    """Run ``config`` to its update budget; return ``{"metrics": ..., "curve": ...}`` (JSON-able)."""
+    simulation = Simulation(config)
+    rows = [simulation.step() for _ in range(config.updates)]
     final = simulation.evaluate()
     evaluated = [row for row in rows if not math.isnan(row["env/success_train"])]
     if rows[-1] not in evaluated:
         evaluated.append({**rows[-1], **final})
     curve = {name: [float(row[key]) for row in evaluated] for name, key in CURVE_KEYS.items()}
     exact_stats = exact.evaluate(simulation.tables, simulation.policy, "train")
-    after = rows[spec.updates // 10:]
-    last = rows[-max(1, spec.updates // 10):]
+    after = rows[config.updates // 10:]
+    last = rows[-max(1, config.updates // 10):]
 
     def mean(key: str, selected: list[dict]) -> float:
         return float(np.mean([row[key] for row in selected]))
@@ -112,7 +93,7 @@ def run_cell(spec: RunSpec, seed: int) -> dict[str, object]:
         "clip_fraction": mean("trust/clip_fraction", after),
         "lag_mean": mean("lag/mean", after),
         "sim_clock": float(rows[-1]["time/sim_clock"]),
-        "seconds_per_update": float(rows[-1]["time/sim_clock"]) / spec.updates,
+        "seconds_per_update": float(rows[-1]["time/sim_clock"]) / config.updates,
         "learner_idle": float(rows[-1]["time/learner_idle"]),
         "worker_idle": float(rows[-1]["time/worker_idle"]),
         "rollouts": float(rows[-1]["data/rollouts_total"]),
@@ -140,26 +121,25 @@ def probe_points(updates: int) -> list[int]:
     return sorted({0, updates // 4, updates // 2, updates - 1})
 
 
-def probe_cell(spec: RunSpec, seed: int) -> dict[str, object]:
-    """Train ``spec`` like :func:`run_cell` and measure the update direction at :func:`probe_points`.
+def probe_cell(config: TrainConfig) -> dict[str, object]:
+    """Train ``config`` like :func:`run_cell` and measure the update direction at :func:`probe_points`.
 
-    At update k (policy θ_k, before the update) the run's own estimator (``spec.loss``, B, G, loss
+    At update k (policy θ_k, before the update) the run's own estimator (``algorithm.loss``, B, G, loss
     options) is measured against the exact ∇J(θ_k) on fresh batches sampled by the behaviour policy
     θ_{k−L} (fixed lag L; on-policy for other lag models). Returns ``{"metrics": {...}, "probes": [...]}``:
     the training outcome of :func:`run_cell`'s metrics that matter here, and one dict per probe point.
     """
-    simulation = Simulation(train_config(spec, seed))
-    lag = parse_lag(spec.lag)
-    keep = lag.lag if isinstance(lag, FixedLag) else 0
+    simulation, algorithm = Simulation(config), config.algorithm
+    keep = config.lag.lag if isinstance(config.lag, FixedLag) else 0
     history, probes = [], []
-    points = set(probe_points(spec.updates))
-    for k in range(spec.updates):
+    points = set(probe_points(config.updates))
+    for k in range(config.updates):
         history = [*history, simulation.policy.snapshot()][-(keep + 1):]
         if k in points:
             report = measure_gradient(
-                simulation.tables, simulation.policy, estimator=spec.loss, budget=spec.batch_size,
-                num_batches=PROBE_BATCHES, seed=seed * 100_003 + k, group_size=spec.group_size,
-                behavior_policy=history[0], bootstrap=0, **dict(spec.loss_options),
+                simulation.tables, simulation.policy, estimator=algorithm.loss, budget=algorithm.batch_size,
+                num_batches=PROBE_BATCHES, seed=config.seed * 100_003 + k, group_size=algorithm.group_size,
+                behavior_policy=history[0], bootstrap=0, **dict(algorithm.loss_options),
             )
             probes.append({"update": k, **{name: float(getattr(report, name)) for name in PROBE_METRICS}})
         simulation.step(evaluate=False)

@@ -3,13 +3,14 @@
 Layout of an output directory::
 
     OUT/<claim>/design.json             the design, as written before the run
-    OUT/<claim>/cells/<arm>__<knob>__s<seed>.json   one finished cell: its spec, seed and result
+    OUT/<claim>/cells/<arm>__<knob>__s<seed>.json   one finished cell: its config, seed and result
 
 A cell file is written atomically by the process that ran the cell (temporary file + ``os.replace``),
 so a sweep killed at any moment (SIGKILL included) leaves only whole files of finished cells. Running
-the same sweep again skips them and runs the rest; because a cell's result depends only on its spec and
-seed and holds no wall time, the resumed directory is byte-identical to an uninterrupted one. A cell
-file whose spec differs from the design's is an error (another design wrote there), never overwritten.
+the same sweep again skips them and runs the rest; because a cell's result depends only on its config
+(seed included) and holds no wall time, the resumed directory is byte-identical to an uninterrupted one.
+A cell file whose config differs from the design's is an error (another design, or an older flashsim,
+wrote there), never overwritten.
 
 Cells run in a pool of ``jobs`` worker processes (default: all cores; ``spawn`` start, one torch
 thread each), or in this process with ``jobs=1``. A tqdm bar shows cells done of all and the ETA.
@@ -25,13 +26,15 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 
-from flashsim.experiments.design import Cell, ClaimDesign, RunSpec
+from flashsim.config import to_dict
+from flashsim.experiments.design import Cell, ClaimDesign
 from flashsim.experiments.run_cell import atomic_write_text, jsonable, run_cell
+from flashsim.sim.config import TrainConfig
 from flashsim.validation import check_int
 
 CELLS, DESIGN = "cells", "design.json"
 
-RunFunction = Callable[[RunSpec, int], dict]
+RunFunction = Callable[[TrainConfig], dict]
 
 
 def to_json(value: object) -> str:
@@ -46,7 +49,7 @@ def cell_path(out: Path | str, cell: Cell) -> Path:
 def cell_record(cell: Cell, result: dict) -> dict:
     """What a cell file holds."""
     return {"claim": cell.claim, "arm": cell.arm, "knob": cell.knob, "seed": cell.seed,
-            "spec": cell.spec.to_dict(), "result": result}
+            "config": to_dict(cell.config), "result": result}
 
 
 def read_cell(out: Path | str, cell: Cell) -> dict | None:
@@ -55,10 +58,15 @@ def read_cell(out: Path | str, cell: Cell) -> dict | None:
     if not path.exists():
         return None
     record = json.loads(path.read_text())
-    expected = json.loads(to_json(cell.spec.to_dict()))
-    if record.get("spec") != expected or record.get("seed") != cell.seed:
+    if "config" not in record:
         raise ValueError(
-            f"{path} was written by another design (its spec or seed differs from this sweep's); use another "
+            f"{path} was written by an older flashsim (a 'spec' instead of the simulator's 'config'); use another "
+            f"--out, or delete the directory to start afresh"
+        )
+    expected = json.loads(to_json(to_dict(cell.config)))
+    if record["config"] != expected or record.get("seed") != cell.seed:
+        raise ValueError(
+            f"{path} was written by another design (its config or seed differs from this sweep's); use another "
             f"--out, or delete the directory to start afresh"
         )
     return record
@@ -69,7 +77,7 @@ def _run_and_write(out: str, cell: Cell, run: RunFunction) -> str:
     import torch
 
     torch.set_num_threads(1)  # tiny tensors: one thread per process is fastest
-    result = run(cell.spec, cell.seed)
+    result = run(cell.config)
     path = cell_path(out, cell)
     atomic_write_text(path, to_json(cell_record(cell, result)))
     return cell.key
@@ -83,15 +91,15 @@ def prepare(out: Path | str, designs: Sequence[ClaimDesign]) -> tuple[list[Cell]
         cells_dir.mkdir(parents=True, exist_ok=True)
         for stale in cells_dir.glob(".*.tmp"):
             stale.unlink(missing_ok=True)
-        design_text = to_json(design.to_dict())
-        design_path = Path(out) / design.claim / DESIGN
-        if not design_path.exists() or design_path.read_text() != design_text:
-            atomic_write_text(design_path, design_text)
-        for cell in design.cells():
+        for cell in design.cells():  # first, so that a directory of another design is left as it is
             if read_cell(out, cell) is None:
                 pending.append(cell)
             else:
                 done += 1
+        design_text = to_json(design.to_dict())
+        design_path = Path(out) / design.claim / DESIGN
+        if not design_path.exists() or design_path.read_text() != design_text:
+            atomic_write_text(design_path, design_text)
     return pending, done
 
 
@@ -106,7 +114,7 @@ def run_sweep(
         out: output directory (created); finished cells already there are kept and skipped.
         jobs: worker processes (default: ``os.cpu_count()``); 1 runs the cells in this process.
         progress: show a progress bar (cells done / all, ETA) on stderr.
-        run: the cell function ``run(spec, seed) -> result`` (module-level, so processes can import it).
+        run: the cell function ``run(config) -> result`` (module-level, so processes can import it).
     """
     if jobs is None:
         jobs = os.cpu_count() or 1

@@ -36,6 +36,8 @@ class LossSpec:
     aggregation: str
     description: str
     negative_token_fraction: float = 1.0
+    group_size: int = 1
+    """Rollouts per prompt G that the algorithm samples by default (8 for the GRPO family, 1 otherwise)."""
 
     @property
     def needs_groups(self) -> bool:
@@ -61,9 +63,12 @@ LOSSES: dict[str, LossSpec] = {
     "ppo_clip": LossSpec("batch_centered", "ppo_clip", "sample_mean", "PPO clip instead of the gate"),
     "tis": LossSpec("batch_centered", "truncated_is", "sample_mean", "truncated IS (cap C) instead of the gate"),
     "ratio_mask": LossSpec("batch_centered", "ratio_mask", "sample_mean", "IcePop-style ratio-band token mask"),
-    "rloo": LossSpec("leave_one_out", "none", "seq_mean_token_sum", "RLOO: leave-one-out baseline, unbiased"),
-    "grpo": LossSpec("group_normalized", "ppo_clip", "token_mean", "GRPO advantage and clip, DAPO's token-mean"),
-    "dr_grpo": LossSpec("group_centered", "ppo_clip", "seq_mean_token_sum_norm", "Dr. GRPO (Liu et al. 2025)"),
+    "rloo": LossSpec("leave_one_out", "none", "seq_mean_token_sum", "RLOO: leave-one-out baseline, unbiased",
+                     group_size=8),
+    "grpo": LossSpec("group_normalized", "ppo_clip", "token_mean", "GRPO advantage and clip, DAPO's token-mean",
+                     group_size=8),
+    "dr_grpo": LossSpec("group_centered", "ppo_clip", "seq_mean_token_sum_norm", "Dr. GRPO (Liu et al. 2025)",
+                        group_size=8),
 }
 """Every named loss. Keys are the names accepted by :func:`get_loss` and by the simulator's ``--algo``."""
 

@@ -6,8 +6,8 @@ with exact tables where the env offers them; policies and exact evaluation come 
 :mod:`flashsim.policies` and :mod:`flashsim.exact`.
 
 Modules, one job each:
-- :mod:`~flashsim.sim.config` — frozen configs (lag models, timing, algorithm, run) and presets;
-- :mod:`~flashsim.sim.envs` — env presets, ``make_env`` (a vector env and its tables, if any);
+- :mod:`~flashsim.sim.config` — frozen configs (lag models, timing, algorithm, run), env presets and
+  ``make_env`` (a vector env and its tables, if any);
 - :mod:`~flashsim.sim.rollouts` — rollout sources (``publish``, ``next_batch``): snapshots θ_k, the
   tabular rollout loop, the accounting ledger, injected lag (fixed, random);
 - :mod:`~flashsim.sim.engine` — the discrete-event engine of N workers (emergent lag, crashes), the
@@ -28,24 +28,27 @@ Example:
 Glossary: B trajectories per batch, G group size, L lag, k learner update, N workers, δ gate threshold.
 """
 
+from flashsim.exact import optimal_success
 from flashsim.sim.config import (
-    ALGORITHMS,
+    ENVS,
     AlgorithmConfig,
     AsyncWorkers,
     FixedLag,
     RandomLag,
+    SimEnv,
     TimingModel,
     TrainConfig,
+    build_tables,
+    make_env,
     parse_lag,
 )
 from flashsim.sim.engine import AsyncEngine
-from flashsim.sim.envs import ENVS, SimEnv, build_tables, make_env, optimal_success
 from flashsim.sim.rollouts import AccountingError, LaggedSource, Ledger, Sampler, Snapshot, draw_lags, roll_out
 from flashsim.sim.simulation import METRIC_KEYS, Learner, Simulation
 from flashsim.sim.training import TrainResult, train
 
 __all__ = [
-    "ALGORITHMS", "AccountingError", "AlgorithmConfig", "AsyncEngine", "AsyncWorkers", "ENVS", "FixedLag",
+    "AccountingError", "AlgorithmConfig", "AsyncEngine", "AsyncWorkers", "ENVS", "FixedLag",
     "LaggedSource", "Learner", "Ledger", "METRIC_KEYS", "RandomLag", "Sampler", "SimEnv", "Simulation", "Snapshot",
     "TimingModel", "TrainConfig", "TrainResult", "build_tables", "draw_lags", "make_env", "optimal_success",
     "parse_lag", "roll_out", "train",

@@ -1,8 +1,22 @@
-"""Configuration of a simulated training run: frozen dataclasses, named presets, and the ``--lag`` syntax.
+"""Configuration of a simulated training run: frozen dataclasses, the ``--lag`` syntax, and the environments.
 
 Every field carries a docstring, which :mod:`flashsim.config` makes the ``flashsim train --help`` text
 (one source of truth, as in CleanRL); the same module loads these classes from YAML and ``--set``.
-Derived values are properties.
+Derived values are properties. An algorithm is a loss of :data:`flashsim.losses.LOSSES` (its row
+gives the group size, :meth:`AlgorithmConfig.for_loss`) plus how batches are collected and used.
+
+``--env`` is either a preset name of :data:`ENVS` (a toy env id with keyword options) or any
+registered gymnasium id with ``Discrete`` observations and actions. :func:`make_env` builds the
+vector env with ``gymnasium.make_vec`` (the env's own ``vector_entry_point`` when it has one — the
+toy envs' native numpy vector env — else gymnasium's synchronous vector env) and asks
+:func:`toy_envs.exact_tables` for exact tables (``env.unwrapped.tables()``, or the ``P`` table of
+gymnasium's toy-text envs such as ``FrozenLake-v1``). Without tables the simulator still trains and
+reports Monte Carlo success with its standard error.
+
+Durations: the toy envs report each step's simulated seconds in ``info["duration"]`` from their
+:class:`toy_envs.Latency` (the only latency model); a :class:`TimingModel` given in the config is
+passed to the env as its ``Latency``. Envs without ``info["duration"]`` take
+``TimingModel.step_duration`` per step.
 
 Glossary: B trajectories per collected batch, G trajectories per group (prompt), L policy lag in
 learner updates, δ the sequence-gate threshold, N rollout workers.
@@ -11,11 +25,16 @@ learner updates, δ the sequence-gate threshold, N rollout workers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from types import MappingProxyType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
 
 import toy_envs
-from flashsim.config import PARSE
+from flashsim.config import PARSE, SECTION_BASE
+from flashsim.losses import LOSSES
 from flashsim.validation import check_choice, check_instance, check_int, check_probability, check_real
 
 
@@ -184,6 +203,18 @@ class AlgorithmConfig:
             )
         object.__setattr__(self, "loss_options", dict(self.loss_options))
 
+    @classmethod
+    def for_loss(cls, loss: str, **fields: Any) -> AlgorithmConfig:
+        """The algorithm ``--algo loss``: that loss with its group size (``LOSSES[loss].group_size``: 8 for
+        GRPO, RLOO and Dr. GRPO, 1 otherwise); ``fields`` set the others.
+
+        >>> grpo, minibatches = AlgorithmConfig.for_loss("grpo"), AlgorithmConfig.for_loss("tis", minibatches=4)
+        >>> grpo.loss, grpo.group_size, minibatches.group_size, minibatches.minibatches
+        ('grpo', 8, 1, 4)
+        """
+        check_choice("loss", loss, LOSSES)
+        return cls(loss, **{"group_size": LOSSES[loss].group_size, **fields})
+
     @property
     def updates_per_batch(self) -> int:
         """Optimizer steps taken on one collected batch (epochs × minibatches)."""
@@ -195,39 +226,22 @@ class AlgorithmConfig:
         return self.batch_size // self.group_size
 
 
-ALGORITHMS: Mapping[str, AlgorithmConfig] = MappingProxyType({
-    "flash_reinforce": AlgorithmConfig("flash_reinforce"),
-    "grpo": AlgorithmConfig("grpo", group_size=8),
-    "token_gate": AlgorithmConfig("token_gate"),
-    "no_gate": AlgorithmConfig("no_gate"),
-    "token_mean": AlgorithmConfig("token_mean"),
-    "positive_only": AlgorithmConfig("positive_only"),
-    "entropy_filter": AlgorithmConfig("entropy_filter"),
-    "minibatches": AlgorithmConfig("flash_reinforce", minibatches=4),
-    "ppo_clip": AlgorithmConfig("ppo_clip"),
-    "tis": AlgorithmConfig("tis"),
-    "rloo": AlgorithmConfig("rloo", group_size=8),
-    "dr_grpo": AlgorithmConfig("dr_grpo", group_size=8),
-})
-"""Named algorithm presets (``--algo``): FlashREINFORCE, GRPO and the ablations. ``minibatches``
-is FlashREINFORCE with one collected batch split into 4 sequential updates."""
-
-
 @dataclass(frozen=True)
 class TrainConfig:
     """One simulated training run: environment, algorithm, lag, timing, budget, seed."""
 
     env: str = "bandit"
-    """Environment: a preset (``bandit``, ``gridworld``, ``chain``; see ``flashsim.sim.envs.ENVS``) or any
+    """Environment: a preset (``bandit``, ``gridworld``, ``chain``; see :data:`ENVS`) or any
     registered gymnasium id with Discrete observations and actions (e.g. ``FrozenLake-v1``)."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    """Loss and batching (see :data:`ALGORITHMS`)."""
+    """Loss and batching (``--algo NAME`` is :meth:`AlgorithmConfig.for_loss`)."""
     lag: LagModel = field(default_factory=FixedLag, metadata={PARSE: parse_lag})
     """Policy lag: L (fixed), random:MAX[:uniform|geometric|poisson[:MEAN]], or workers:N[:sync] (emergent,
     event-driven); in a file also a mapping with ``type: FixedLag | RandomLag | AsyncWorkers``."""
-    timing: TimingModel | None = None
+    timing: TimingModel | None = field(
+        default=None, metadata={SECTION_BASE: lambda values: env_timing(values["env"])})
     """Simulated durations of steps, tool calls and learner updates
-    (None: the env preset's latency, 1 s updates, no stragglers)."""
+    (None: the env preset's latency, 1 s updates, no stragglers; keys set refine that)."""
     policy: str = "tabular"
     """Policy class: ``tabular`` (one logit per observation and action), ``linear`` or ``mlp`` (over the
     env's observation features; these generalise to held-out prompts)."""
@@ -263,3 +277,144 @@ class TrainConfig:
     def with_updates(self, updates: int) -> TrainConfig:
         """The same run with another update budget (everything else, hence every result, unchanged)."""
         return replace(self, updates=updates)
+
+
+@dataclass(frozen=True)
+class EnvPreset:
+    """A registered env id and its keyword options (the simulated timing is the env's own latency)."""
+
+    env_id: str
+    """A registered gymnasium id (``toy_envs/PromptBandit-v0`` ...)."""
+    options: Mapping[str, object] = field(default_factory=dict)
+    """Keyword arguments of the env."""
+
+    @property
+    def timing(self) -> TimingModel:
+        """The env's own step and tool latency, as the simulator's :class:`TimingModel` (read, not copied)."""
+        return timing_of(gym.make(self.env_id, **self.options))
+
+
+ENVS: Mapping[str, EnvPreset] = MappingProxyType({
+    "bandit": EnvPreset("toy_envs/PromptBandit-v0"),
+    "bandit_tiny": EnvPreset("toy_envs/PromptBandit-v0", toy_envs.bandit_preset("tiny")),
+    "bandit_hard": EnvPreset("toy_envs/PromptBandit-v0", toy_envs.bandit_preset("hard")),
+    "gridworld": EnvPreset("toy_envs/ToolGridworld-v0"),
+    "chain": EnvPreset("toy_envs/ReasoningChain-v0"),
+})
+"""Env presets by ``--env`` name: PromptBandit (64 prompts × 4 answers; ``tiny`` 2 × 2; ``hard`` 8
+answers, harder prompts), ToolGridworld (5 × 5, H = 20, tool latency median 5 s, σ = 1) and
+ReasoningChain (16 prompts, H = 16). Any other registered gymnasium id is accepted too."""
+
+
+def env_timing(name: str) -> TimingModel:
+    """The :class:`TimingModel` of env ``name``'s own latency (what ``timing: None`` means for it)."""
+    return ENVS.get(name, EnvPreset(name)).timing
+
+
+@dataclass(frozen=True, eq=False)
+class SimEnv:
+    """A vector env for the simulator and what it knows about the env.
+
+    Shape:
+        train_prompts ``[P_train] int64``, heldout_prompts ``[P_heldout] int64``; observation_features
+        ``[O, d] float64`` (one-hot when the env has no tables).
+    """
+
+    name: str
+    vector_env: Any
+    """The gymnasium ``VectorEnv`` (``num_envs`` sub-envs, reset at every collection)."""
+    tables: toy_envs.MDPTables | None
+    """Exact tables, or None (then success is a Monte Carlo estimate)."""
+    horizon: int
+    """H: the longest possible episode (the tables' horizon or the env's ``max_episode_steps``)."""
+    num_observations: int
+    num_actions: int
+    train_prompts: np.ndarray
+    heldout_prompts: np.ndarray
+    observation_features: np.ndarray
+    pins_prompts: bool
+    """Whether ``reset(options={"prompt": [N]})`` pins each sub-env's prompt (the toy envs)."""
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.vector_env.num_envs)
+
+
+def make_env(
+    name: str, num_envs: int, options: Mapping[str, object] | None = None, timing: TimingModel | None = None
+) -> SimEnv:
+    """The env ``name`` (a preset of :data:`ENVS` or a gymnasium id) as ``num_envs`` vector sub-envs.
+
+    Raises:
+        ValueError: ``name`` is not registered, its spaces are not ``Discrete``, or it has no time limit.
+    """
+    preset = ENVS.get(name, EnvPreset(name))
+    kwargs = {**preset.options, **dict(options or {})}
+    is_toy = preset.env_id.startswith("toy_envs/")
+    if timing is not None and is_toy:
+        kwargs["latency"] = timing.latency
+    single = _make_single(name, preset.env_id, kwargs)
+    _check_discrete(name, single)
+    try:
+        tables = toy_envs.exact_tables(single)
+    except ValueError:  # a P table the tables cannot hold (Taxi's negative rewards): Monte Carlo metrics
+        tables = None
+    horizon = tables.horizon if tables is not None else getattr(single.spec, "max_episode_steps", None)
+    if horizon is None:
+        raise ValueError(
+            f"{name} has no time limit: register it with max_episode_steps (or make it with "
+            "gymnasium.wrappers.TimeLimit); the simulator pads trajectories to the horizon."
+        )
+    mode = "vector_entry_point" if single.spec.vector_entry_point is not None else "sync"
+    vector_env = gym.make_vec(preset.env_id, num_envs=num_envs, vectorization_mode=mode, **kwargs)
+    O, A = int(single.observation_space.n), int(single.action_space.n)
+    if tables is not None:
+        train, heldout, features = tables.train_prompts, tables.heldout_prompts, tables.observation_features
+    else:
+        train, heldout, features = np.zeros(1, np.int64), np.zeros(0, np.int64), np.eye(O)
+    return SimEnv(name, vector_env, tables, int(horizon), O, A, train, heldout, features, pins_prompts=is_toy)
+
+
+def _make_single(name: str, env_id: str, kwargs: dict) -> gym.Env:
+    if env_id not in gym.registry:
+        raise ValueError(
+            f"env must be one of the presets {', '.join(ENVS)} or a registered gymnasium id; got {name!r}"
+        )
+    return gym.make(env_id, **kwargs)
+
+
+def _check_discrete(name: str, env: gym.Env) -> None:
+    """Observations and actions must be ``Discrete``: the simulator's policies are tables over them."""
+    missing = [
+        f"{what} space is {space} (needs Discrete starting at 0)"
+        for what, space in (("observation", env.observation_space), ("action", env.action_space))
+        if not isinstance(space, gym.spaces.Discrete) or space.start != 0
+    ]
+    if missing:
+        raise ValueError(
+            f"{name} cannot run in the simulator: its {' and its '.join(missing)}. The simulator's policies "
+            "act on a finite set of observations with a finite set of actions."
+        )
+
+
+def timing_of(env: gym.Env) -> TimingModel:
+    """The :class:`TimingModel` of an env's own latency (no tool latency for envs without one)."""
+    dynamics = getattr(env.unwrapped, "_dynamics", None)
+    if dynamics is None:
+        return TimingModel()
+    return TimingModel(**asdict(dynamics.latency))
+
+
+def build_tables(name: str, options: Mapping[str, object] | None = None) -> toy_envs.MDPTables:
+    """Exact tables of env ``name`` with ``options`` overriding the preset's keyword arguments.
+
+    >>> build_tables("bandit_tiny").expected_reward.tolist()
+    [[0.9, 0.2], [0.3, 0.7]]
+    """
+    preset = ENVS.get(name, EnvPreset(name))
+    tables = toy_envs.exact_tables(_make_single(name, preset.env_id, {**preset.options, **dict(options or {})}))
+    if tables is None:
+        raise ValueError(f"{name} offers no exact tables (neither env.unwrapped.tables() nor a P table)")
+    return tables
+
+

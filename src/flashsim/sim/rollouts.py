@@ -236,7 +236,7 @@ def roll_out(
 
 
 class Sampler:
-    """Samples trajectories from a gymnasium vector env (:class:`~flashsim.sim.envs.SimEnv`) with :func:`roll_out`.
+    """Samples trajectories from a gymnasium vector env (:class:`~flashsim.sim.config.SimEnv`) with :func:`roll_out`.
 
     Each collection reseeds the sub-envs with seeds drawn from the run's generator, pins their prompts
     (toy envs), then draws the ``[H, n]`` action uniforms. The dynamics are the env's own, so what the

@@ -1,6 +1,6 @@
 """One simulated training run, one learner update at a time: rollouts, lag, loss, metrics.
 
-:class:`Simulation` wires the parts together: a vector env (:mod:`flashsim.sim.envs`), a policy
+:class:`Simulation` wires the parts together: a vector env (:func:`~flashsim.sim.config.make_env`), a policy
 (:mod:`flashsim.policies`), a rollout source that decides the lag (:class:`~flashsim.sim.rollouts.LaggedSource`
 for injected lag, :class:`~flashsim.sim.engine.AsyncEngine` for emergent lag), the :class:`Learner`
 and exact evaluation (:func:`flashsim.exact.evaluate`, or a seeded Monte Carlo estimate with its
@@ -58,9 +58,8 @@ from torch import Tensor
 from flashsim import exact
 from flashsim.losses import ADVANTAGES, get_loss
 from flashsim.policies import make_policy
-from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
+from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig, make_env, timing_of
 from flashsim.sim.engine import AsyncEngine
-from flashsim.sim.envs import make_env, timing_of
 from flashsim.sim.rollouts import Batch, LaggedSource, Sampler, Snapshot
 
 #: Collections of B episodes behind one Monte Carlo success estimate (envs without exact tables).

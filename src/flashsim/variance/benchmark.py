@@ -18,7 +18,7 @@ import time
 import torch
 
 from flashsim.policies import make_policy
-from flashsim.sim.envs import build_tables
+from flashsim.sim.config import build_tables
 from flashsim.variance.lag import ascent_trajectory, policy_at
 from flashsim.variance.measure import measure_gradient
 

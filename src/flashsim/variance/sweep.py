@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from flashsim.losses import LOSSES, get_loss
-from flashsim.policies import POLICY_KINDS, make_policy
-from flashsim.sim.envs import build_tables
+from flashsim.policies import make_policy
+from flashsim.sim.config import build_tables
 from flashsim.testing import ALGORITHMS, CONVENTIONS
 from flashsim.testing.conventions import load_function
-from flashsim.validation import check_choice
+from flashsim.validation import check_choice, check_int, check_nonempty, check_real
 from flashsim.variance.lag import lagged_policies
 from flashsim.variance.measure import measure_gradient
 
@@ -67,13 +67,19 @@ class SweepConfig:
     """How the losses are called: flashsim, verl or trl (see flashsim check-loss)."""
 
     def __post_init__(self) -> None:
-        if self.policy not in ("tabular", "linear"):
-            raise ValueError(f"policy must be tabular or linear (of {POLICY_KINDS}), got {self.policy!r}")
+        check_choice("policy", self.policy, ("tabular", "linear"))
         for name in ("estimators", "budgets", "group_sizes", "lags"):
-            if not getattr(self, name):
-                raise ValueError(f"{name} must not be empty")
+            check_nonempty(name, getattr(self, name))
         for estimator in self.estimators:
             parse_estimator(estimator)
+        check_int("steps", self.steps, low=0)
+        for name, low, high in (("budgets", 1, None), ("group_sizes", 1, None), ("lags", 0, self.steps)):
+            for index, value in enumerate(getattr(self, name)):
+                check_int(f"{name}[{index}]", value, low=low, high=high)
+        for name, low in (("batches", 1), ("seed", 0), ("bootstrap", 0), ("replicates", 1)):
+            check_int(name, getattr(self, name), low=low)
+        check_real("step_size", self.step_size, low=0.0, low_inclusive=False)
+        check_real("delta", self.delta, low=0.0, finite=False)
         check_choice("loss_algorithm", self.loss_algorithm, ALGORITHMS)
         check_choice("loss_convention", self.loss_convention, CONVENTIONS)
         grouped = [e for e in self.estimators if parse_estimator(e)[1]]
