@@ -6,8 +6,8 @@ a file under one of the roots counts when a function or method body defined in i
 class bodies do not count (importing a file is not reading it), nor do comprehensions and generator
 expressions (a module-level ``tuple(x for x in ...)`` is part of the module body; one inside a
 function adds nothing that the function did not already add). Only ``call`` events are traced and
-each code object is looked at once, so a traced ``--updates 1`` run costs a few tenths of a second
-more than the run.
+each code object is looked at once: a traced ``--updates 1`` run makes about 1.4 million calls and
+costs about 0.7 s more than the untraced run (1.6 s) on a busy 2-core machine.
 
 :func:`train_walk` traces ``flashsim.cli.main(["train", "--env", "bandit", "--updates", "1", ...])``
 with ``src/`` and ``toy_envs/`` as roots; ``docs/walk.md`` is :func:`render` of it, and
