@@ -1,9 +1,11 @@
-"""Layers import one way (docs/design.md): each module imports only from the layers below it."""
+"""Layers import one way (docs/design.md): each module imports only from the layers below it.
+
+The walk of one update (which files a reader opens) is measured by tests/test_walk.py.
+"""
 
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
@@ -61,40 +63,3 @@ def test_layer_imports_nothing_from_the_layers_above_it(layer):
                 if name == banned or name.startswith(banned + "."):
                     violations.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not violations, "layer contract broken:\n" + "\n".join(sorted(set(violations)))
-
-
-#: The most files a newcomer should have to read to follow one update (issue 10).
-MAX_WALK_FILES = 15
-
-
-def module_name(path: str) -> str:
-    dotted = path.removeprefix("src/").removesuffix(".py").replace("/", ".")
-    return dotted.removesuffix(".__init__")
-
-
-def documented_walk() -> list[str]:
-    """The numbered file list under "One update, from the CLI to the optimizer step" in docs/design.md."""
-    text = (ROOT / "docs" / "design.md").read_text()
-    section = text.split("## One update, from the CLI to the optimizer step", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^\d+\. `([^`]+)`", section, flags=re.MULTILINE)
-
-
-def reaches(source: Path, module: str) -> bool:
-    """``source`` imports ``module`` or a package above it, or loads it with ``importlib`` by name."""
-    parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 2)}
-    if imported_modules(source) & parents:
-        return True
-    package = module.rsplit(".", 1)[0]
-    return f'import_module(f"{package}.{{' in source.read_text()
-
-
-def test_one_update_walks_from_the_cli_to_the_optimizer_step_through_at_most_fifteen_files():
-    walk = documented_walk()
-    assert 2 <= len(walk) <= MAX_WALK_FILES, f"docs/design.md's walk has {len(walk)} files"
-    missing = [path for path in walk if not (ROOT / path).is_file()]
-    assert not missing, f"the walk names files that do not exist: {missing}"
-    for index, path in enumerate(walk[1:], start=1):
-        earlier = [ROOT / previous for previous in walk[:index]]
-        assert any(reaches(source, module_name(path)) for source in earlier), (
-            f"{path} is on the walk but no file before it imports it"
-        )

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
-from toy_envs.adapters import exact_tables, p_table_tables
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
 from toy_envs.prompt_bandit import (
     BANDIT_PRESETS,
@@ -38,7 +37,7 @@ from toy_envs.prompt_bandit import (
     bandit_tables,
 )
 from toy_envs.reasoning_chain import ReasoningChain, ReasoningChainConfig, ReasoningChainVectorEnv, chain_tables
-from toy_envs.tables import MDPTables
+from toy_envs.tables import MDPTables, exact_tables, p_table_tables
 from toy_envs.tool_gridworld import ToolGridworld, ToolGridworldConfig, ToolGridworldVectorEnv, gridworld_tables
 
 ENV_IDS = ("toy_envs/PromptBandit-v0", "toy_envs/ToolGridworld-v0", "toy_envs/ReasoningChain-v0")

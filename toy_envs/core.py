@@ -23,7 +23,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from toy_envs.tables import MDPTables
+from toy_envs.tables import MDPTables, check_int, check_real
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _EPISODE_SALT = np.uint64(0xD1B54A32D192ED03)
@@ -97,9 +97,7 @@ class Latency:
 
     def __post_init__(self) -> None:
         for name in ("step_duration", "tool_latency", "tool_latency_sigma", "step_duration_sigma"):
-            value = getattr(self, name)
-            if not np.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}.")
+            check_real(name, getattr(self, name), 0.0, np.inf, open_high=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -294,10 +292,8 @@ class TabularVectorEnv(VectorEnv):
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, dynamics: TabularDynamics, num_envs: int):
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}.")
         self._dynamics = dynamics
-        self.num_envs = int(num_envs)
+        self.num_envs = check_int("num_envs", num_envs, 1)
         self.single_observation_space = gym.spaces.Discrete(dynamics.tables.num_observations)
         self.single_action_space = gym.spaces.Discrete(dynamics.tables.num_actions)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)

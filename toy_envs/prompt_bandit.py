@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from toy_envs._checks import answer_features, check_array, check_int, check_real, split_prompts
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
-from toy_envs.tables import MDPTables
+from toy_envs.tables import MDPTables, answer_features, check_array, check_int, check_real, split_prompts
 
 #: Beta concentration of the per-prompt difficulty (mean ``difficulty``; 4 gives a broad spread).
 DIFFICULTY_CONCENTRATION = 4.0

@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from toy_envs._checks import answer_features, check_array, check_int, check_real, split_prompts
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
-from toy_envs.tables import MDPTables
+from toy_envs.tables import MDPTables, answer_features, check_array, check_int, check_real, split_prompts
 
 #: Gamma shape of the per-prompt thinking scale tau_p (mean ``thinking_scale``; 2 = moderate spread).
 THINKING_SCALE_SHAPE = 2.0

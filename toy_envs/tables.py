@@ -1,4 +1,4 @@
-"""``MDPTables``: the exact dynamics of a toy env, as plain numpy arrays.
+"""``MDPTables``: the exact dynamics of a toy env, as plain numpy arrays; how they are built and checked.
 
 Every toy env is a finite-horizon problem over a small set of hidden states ``x``: a start state
 drawn given the prompt, K possible successors of each (state, action) with their probabilities
@@ -7,6 +7,16 @@ reward coin per outcome. The agent sees ``observation_of_state[x]``. These table
 the envs step through (``toy_envs.core.TabularDynamics``) and what ``flashsim.exact`` runs backward
 induction over, so the simulator and the exact gradient can never disagree about the dynamics.
 
+This module holds, in order:
+
+* the argument checks of every toy-env configuration (``check_int``, ``check_real``, ``check_array``):
+  ``TypeError`` for a wrong type, ``ValueError`` for a bad value, messages that say how to fix it.
+  They follow the rules of :mod:`flashsim.validation`, which ``toy_envs`` may not import (it imports
+  neither flashsim nor torch, so that it stands alone as a gymnasium package);
+* the helpers the toy envs build their tables with (``split_prompts``, ``answer_features``);
+* :class:`MDPTables`;
+* :func:`exact_tables` and :func:`p_table_tables`: exact tables of *other people's* gymnasium envs.
+
 Glossary: H horizon, P prompts, X hidden states, O observations, A actions, K outcomes of a step,
 d feature size.
 """
@@ -14,6 +24,7 @@ d feature size.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,23 +32,71 @@ import numpy as np
 ROW_SUM_TOLERANCE = 1e-9
 
 
-def _as_readonly(array: object, dtype: type, name: str) -> np.ndarray:
+def check_int(name: str, value: object, minimum: int) -> int:
+    """An integer (not a bool) ``>= minimum``, returned as a Python int."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def check_real(
+    name: str, value: object, low: float, high: float, *, open_low: bool = False, open_high: bool = False
+) -> float:
+    """A finite real number (not a bool) in the interval from ``low`` to ``high``, returned as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
+    ok = bool(np.isfinite(value))
+    ok = ok and (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
+    if not ok:
+        interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
+        raise ValueError(f"{name} must be a number in {interval}, got {value!r}.")
+    return float(value)
+
+
+def check_array(name: str, value: object, shape: tuple[int | None, ...], *, probability: bool = False) -> np.ndarray:
+    """``value`` as a float64 array of ``shape`` (None = any size); optionally entries in [0, 1]."""
+    array = np.asarray(value, dtype=np.float64)
+    if array.ndim != len(shape) or any(s is not None and s != n for s, n in zip(shape, array.shape)):
+        expected = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+        raise ValueError(f"{name} must have shape {expected}, got {list(array.shape)}.")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} must be finite.")
+    if probability and (array.min(initial=0.0) < 0.0 or array.max(initial=0.0) > 1.0):
+        raise ValueError(
+            f"{name} must hold probabilities in [0, 1], got values in [{array.min()}, {array.max()}]; "
+            "clip or rescale them."
+        )
+    return array
+
+
+def split_prompts(num_prompts: int, heldout_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Random train / held-out split: ``floor(heldout_fraction * P)`` held-out prompts, sorted ids."""
+    num_heldout = int(np.floor(heldout_fraction * num_prompts))
+    if num_heldout >= num_prompts:
+        raise ValueError(f"heldout_fraction={heldout_fraction} leaves no train prompt out of {num_prompts}; lower it.")
+    order = rng.permutation(num_prompts)
+    return np.sort(order[num_heldout:]), np.sort(order[:num_heldout])
+
+
+def answer_features(
+    num_prompts: int, num_answers: int, feature_dim: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt features ``[P, d]`` and the answer each predicts (``argmax_k x_p · w_k``), ``[P]``.
+
+    A linear policy ``logits = x_p W`` can represent the good answer of every prompt, including
+    held-out ones, because the good answer is a linear argmax of the features.
+    """
+    features = rng.standard_normal((num_prompts, feature_dim))
+    answer_directions = rng.standard_normal((num_answers, feature_dim))
+    return features, np.argmax(features @ answer_directions.T, axis=1)
+
+
+def _as_readonly(array: object, dtype: type) -> np.ndarray:
     result = np.array(array, dtype=dtype, copy=True)
     result.flags.writeable = False
     return result
-
-
-def _check_shape(name: str, array: np.ndarray, shape: tuple[int, ...]) -> None:
-    if array.shape != shape:
-        raise ValueError(f"MDPTables.{name} must have shape {shape}, got {array.shape}.")
-
-
-def _check_probability(name: str, array: np.ndarray) -> None:
-    if not np.all(np.isfinite(array)) or array.min(initial=0.0) < 0.0 or array.max(initial=0.0) > 1.0:
-        raise ValueError(
-            f"MDPTables.{name} must hold probabilities in [0, 1], got values in "
-            f"[{array.min(initial=0.0)}, {array.max(initial=0.0)}]; clip or rescale them."
-        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,15 +150,11 @@ class MDPTables:
 
     def __post_init__(self) -> None:
         for name in ("horizon", "num_prompts", "num_states", "num_observations", "num_actions"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"MDPTables.{name} must be an integer >= 1, got {value!r}.")
-            object.__setattr__(self, name, int(value))
-        int_fields = ("observation_of_state", "next_state", "train_prompts", "heldout_prompts")
-        for name in int_fields:
-            object.__setattr__(self, name, _as_readonly(getattr(self, name), np.int64, name))
+            object.__setattr__(self, name, check_int(f"MDPTables.{name}", getattr(self, name), 1))
+        for name in ("observation_of_state", "next_state", "train_prompts", "heldout_prompts"):
+            object.__setattr__(self, name, _as_readonly(getattr(self, name), np.int64))
         for name in ("initial_distribution", "reward", "tool_call", "observation_features"):
-            object.__setattr__(self, name, _as_readonly(getattr(self, name), np.float64, name))
+            object.__setattr__(self, name, _as_readonly(getattr(self, name), np.float64))
         self._expand_outcomes()
         self._validate_shapes()
         self._validate_values()
@@ -127,25 +182,19 @@ class MDPTables:
             reward = np.broadcast_to(reward, next_state.shape)
         for name, array, dtype in (("next_state", next_state, np.int64), ("reward", reward, np.float64),
                                    ("transition_probability", probability, np.float64)):
-            object.__setattr__(self, name, _as_readonly(array, dtype, name))
+            object.__setattr__(self, name, _as_readonly(array, dtype))
 
     def _validate_shapes(self) -> None:
-        P, X, O, A = self.num_prompts, self.num_states, self.num_observations, self.num_actions
-        K = self.next_state.shape[2]
-        _check_shape("observation_of_state", self.observation_of_state, (X,))
-        _check_shape("initial_distribution", self.initial_distribution, (P, X))
-        _check_shape("next_state", self.next_state, (X, A, K))
-        _check_shape("reward", self.reward, (X, A, K))
-        _check_shape("transition_probability", self.transition_probability, (X, A, K))
-        _check_shape("tool_call", self.tool_call, (X, A))
-        if self.observation_features.ndim != 2 or self.observation_features.shape[0] != O:
-            raise ValueError(
-                f"MDPTables.observation_features must have shape [{O}, d] (one row per observation), "
-                f"got {self.observation_features.shape}."
-            )
-        for name in ("train_prompts", "heldout_prompts"):
-            if getattr(self, name).ndim != 1:
-                raise ValueError(f"MDPTables.{name} must be 1-D, got shape {getattr(self, name).shape}.")
+        """Every shape; the float tables finite, the probability ones in [0, 1]."""
+        P, X, O, A, K = self.num_prompts, self.num_states, self.num_observations, self.num_actions, self.num_outcomes
+        shapes = {"observation_of_state": (X,), "next_state": (X, A, K), "train_prompts": (None,),
+                  "heldout_prompts": (None,), "observation_features": (O, None)}
+        for name, shape in shapes.items():
+            check_array(f"MDPTables.{name}", getattr(self, name), shape)
+        probabilities = {"initial_distribution": (P, X), "reward": (X, A, K), "transition_probability": (X, A, K),
+                         "tool_call": (X, A)}
+        for name, shape in probabilities.items():
+            check_array(f"MDPTables.{name}", getattr(self, name), shape, probability=True)
 
     def _validate_values(self) -> None:
         X, O = self.num_states, self.num_observations
@@ -155,8 +204,6 @@ class MDPTables:
             raise ValueError(f"MDPTables.observation_of_state must lie in [0, {O}) (num_observations).")
         if self.next_state.min() < -1 or self.next_state.max() >= X:
             raise ValueError(f"MDPTables.next_state must lie in [-1, {X}); use -1 for 'episode ends'.")
-        for name in ("initial_distribution", "reward", "tool_call", "transition_probability"):
-            _check_probability(name, getattr(self, name))
         outcome_sums = self.transition_probability.sum(axis=2)
         if np.max(np.abs(outcome_sums - 1.0)) > ROW_SUM_TOLERANCE:
             raise ValueError(
@@ -171,8 +218,6 @@ class MDPTables:
             )
         if not np.all(np.isin(self.tool_call, (0.0, 1.0))):
             raise ValueError("MDPTables.tool_call must be 0 or 1 (1 where the action is a tool call).")
-        if not np.all(np.isfinite(self.observation_features)):
-            raise ValueError("MDPTables.observation_features must be finite.")
         self._validate_prompt_split()
 
     def _validate_prompt_split(self) -> None:
@@ -184,3 +229,69 @@ class MDPTables:
             raise ValueError(f"MDPTables prompt ids must lie in [0, {P}) (num_prompts).")
         if np.unique(prompts).size != prompts.size:
             raise ValueError("MDPTables.train_prompts and heldout_prompts must be disjoint, without repeats.")
+
+
+def p_table_tables(env: Any) -> MDPTables:
+    """:class:`MDPTables` of a gymnasium env with a ``P`` transition table (e.g. ``FrozenLake-v1``).
+
+    gymnasium's toy-text envs (``FrozenLake-v1``, ``CliffWalking``, ``Taxi``) expose their whole
+    dynamics as ``env.unwrapped.P[s][a] = [(probability, next_state, reward, terminated), ...]`` and a
+    start distribution ``initial_state_distrib``. The tables have hidden state = observation = the
+    env's state, one prompt, and K = the most outcomes of any (state, action), so ``flashsim.exact``
+    gives J(θ) and ∇J(θ) for them as for the toy envs.
+
+    Deliberately left out: envs whose rewards are not in [0, 1] (the tables hold Bernoulli means; Taxi
+    and CliffWalking have negative rewards) and envs without a time limit (the tables are finite-horizon).
+
+    Args:
+        env: the env made with ``gymnasium.make`` (its ``spec.max_episode_steps`` is the horizon).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> tables = p_table_tables(gym.make("FrozenLake-v1"))
+        >>> tables.num_states, tables.num_actions, tables.num_outcomes, tables.horizon
+        (16, 4, 3, 100)
+    """
+    base = env.unwrapped
+    name = getattr(env.spec, "id", type(base).__name__)
+    horizon = getattr(env.spec, "max_episode_steps", None)
+    if horizon is None:
+        raise ValueError(f"{name} has no time limit (spec.max_episode_steps); exact tables need a horizon.")
+    start = getattr(base, "initial_state_distrib", None)
+    if start is None:
+        raise ValueError(f"{name} has a P table but no initial_state_distrib; its start distribution is unknown.")
+    X, A = base.observation_space.n, base.action_space.n
+    K = max(len(base.P[s][a]) for s in range(X) for a in range(A))
+    next_state = np.full((X, A, K), -1, dtype=np.int64)
+    probability, reward = np.zeros((X, A, K)), np.zeros((X, A, K))
+    for s in range(X):
+        for a in range(A):
+            outcomes = list(base.P[s][a])
+            outcomes += [(0.0, *outcomes[-1][1:])] * (K - len(outcomes))  # pad with impossible copies
+            for k, (p, successor, r, terminated) in enumerate(outcomes):
+                next_state[s, a, k] = -1 if terminated else successor
+                probability[s, a, k], reward[s, a, k] = p, r
+    if reward.min() < 0 or reward.max() > 1:
+        raise ValueError(
+            f"{name} has rewards in [{reward.min()}, {reward.max()}]; exact tables hold Bernoulli means in [0, 1]."
+        )
+    return MDPTables(
+        horizon=horizon, num_prompts=1, num_states=X, num_observations=X, num_actions=A,
+        observation_of_state=np.arange(X), initial_distribution=np.asarray(start, dtype=np.float64)[None],
+        next_state=next_state, reward=reward, tool_call=np.zeros((X, A)), train_prompts=[0],
+        heldout_prompts=np.zeros(0, dtype=np.int64), observation_features=np.eye(X),
+        transition_probability=probability,
+    )
+
+
+def exact_tables(env: Any) -> MDPTables | None:
+    """The env's exact tables: ``env.unwrapped.tables()`` if it offers them, else from its ``P`` table, else None.
+
+    The one place that decides whether an env has exact tables.
+    """
+    base = env.unwrapped
+    if callable(getattr(base, "tables", None)):
+        return base.tables()
+    if hasattr(base, "P"):
+        return p_table_tables(env)
+    return None

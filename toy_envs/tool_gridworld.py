@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from toy_envs._checks import check_array, check_int, check_real, split_prompts
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
-from toy_envs.tables import ROW_SUM_TOLERANCE, MDPTables
+from toy_envs.tables import ROW_SUM_TOLERANCE, MDPTables, check_array, check_int, check_real, split_prompts
 
 UP, RIGHT, DOWN, LEFT, TOOL = range(5)
 """Action ids: four moves, then the tool call."""
