@@ -1,6 +1,6 @@
-"""Rollout engines behind one interface (:class:`RolloutEngine`): transformers (any device) and vLLM (CPU or GPU)."""
+"""Rollout engines behind one interface (:class:`scale.rollouts.RolloutEngine`): transformers (any device) and
+vLLM (CPU or GPU, :mod:`scale.rollouts.engines.vllm_engine`, imported on demand)."""
 
-from scale.engine.base import FINISH_REASONS, RolloutEngine, SamplingParams, Trajectory
-from scale.engine.transformers_engine import TransformersEngine, sample_tokens
+from scale.rollouts.engines.transformers_engine import TransformersEngine, sample_tokens
 
-__all__ = ["FINISH_REASONS", "RolloutEngine", "SamplingParams", "Trajectory", "TransformersEngine", "sample_tokens"]
+__all__ = ["TransformersEngine", "sample_tokens"]
