@@ -315,7 +315,8 @@ class RunDirectory:
         has accepted the state, so a refused checkpoint leaves the directory as it was.
 
         Raises:
-            ValueError: no directory (``out`` is None), or a checkpoint that is not tensors and plain data.
+            ValueError: no directory (``out`` is None), or a checkpoint that is not tensors and plain data
+                or holds no metrics offsets.
             FileNotFoundError: no checkpoint in the directory.
         """
         if self.out is None:
@@ -325,6 +326,8 @@ class RunDirectory:
                 f"no checkpoint to resume from in {self.out} (expected {self.checkpoint}); run without resume first"
             )
         state = load_checkpoint(self.checkpoint, types=self.types)
+        if OFFSETS not in state:
+            raise ValueError(f"{self.checkpoint} holds no metrics offsets: it was not written by a RunDirectory")
         offsets = tuple(state.pop(OFFSETS))
         restore(state)
         if self.writes:
