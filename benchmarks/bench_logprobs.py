@@ -1,4 +1,4 @@
-"""Sampled-token log-probs from last hidden states: chunked (``scale.logprobs``) vs the naive full log-softmax.
+"""Sampled-token log-probs from last hidden states: chunked (``scale.learner.logprobs``) vs the naive full log-softmax.
 
 Both compute, for B × T token rows, ``log softmax(W h / τ)[a]`` and the entropy of ``softmax(W h / τ)``
 from hidden states ``h`` [B, T, H] and an LM head ``W`` [V, H] — the learner's job. The naive way
@@ -37,7 +37,7 @@ def _rss_mib() -> float:
 def _run_variant(variant: str, args: argparse.Namespace) -> dict:
     import torch
 
-    from scale.logprobs import chunked_token_log_probs, naive_token_log_probs
+    from scale.learner.logprobs import chunked_token_log_probs, naive_token_log_probs
 
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)

@@ -233,10 +233,11 @@ def sim_part(args: argparse.Namespace) -> None:
 
 
 def scale_part(args: argparse.Namespace) -> None:
-    from scale.engine import SamplingParams, TransformersEngine
-    from scale.learner import Learner, Rollout
-    from scale.model import build_tiny_model
-    from scale.tokenizer import CharTokenizer
+    from scale.learner import Learner
+    from scale.learner.model import build_tiny_model
+    from scale.rollouts import Rollout, SamplingParams
+    from scale.rollouts.engines import TransformersEngine
+    from scale.rollouts.tokenizer import CharTokenizer
 
     previous = previous_losses(args.previous)
     tokenizer = CharTokenizer()

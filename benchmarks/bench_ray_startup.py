@@ -18,14 +18,15 @@ import torch
 
 
 def main() -> None:
-    from scale.data import PromptStream, arithmetic_task
-    from scale.engine import SamplingParams, TransformersEngine
-    from scale.loop import AsyncRollouts
-    from scale.model import build_tiny_model
-    from scale.ray_rollouts import RayRollouts
-    from scale.rewards import math_reward
-    from scale.rollout import RolloutSettings
-    from scale.tokenizer import CharTokenizer
+    from scale.learner.model import build_tiny_model
+    from scale.rollouts import SamplingParams
+    from scale.rollouts.collect import RolloutSettings
+    from scale.rollouts.engines import TransformersEngine
+    from scale.rollouts.prompts import PromptStream, arithmetic_task
+    from scale.rollouts.ray_sources import RayRollouts
+    from scale.rollouts.rewards import math_reward
+    from scale.rollouts.sources import AsyncRollouts
+    from scale.rollouts.tokenizer import CharTokenizer
 
     torch.set_num_threads(1)
     tokenizer = CharTokenizer()

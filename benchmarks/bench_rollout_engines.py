@@ -43,9 +43,9 @@ def _measure(engine: str, model_name: str, batch: int, new_tokens: int, repeats:
 
     import torch
 
-    from scale.engine import SamplingParams
-    from scale.model import build_tiny_model
-    from scale.tokenizer import CharTokenizer
+    from scale.learner.model import build_tiny_model
+    from scale.rollouts import SamplingParams
+    from scale.rollouts.tokenizer import CharTokenizer
 
     torch.set_num_threads(threads)
     tokenizer = CharTokenizer()
@@ -54,12 +54,12 @@ def _measure(engine: str, model_name: str, batch: int, new_tokens: int, repeats:
     sampling = SamplingParams(max_new_tokens=new_tokens)
     started = time.perf_counter()
     if engine == "project":
-        from scale.engine import TransformersEngine
+        from scale.rollouts.engines import TransformersEngine
 
         sampler = TransformersEngine(model, _NeverEos(tokenizer), seed=0)
         call = lambda: sum(len(t.token_ids) for t in sampler.generate(prompts, sampling))  # noqa: E731
     elif engine == "vllm":
-        from scale.engine.vllm_engine import VLLMEngine
+        from scale.rollouts.engines.vllm_engine import VLLMEngine
 
         directory = tempfile.mkdtemp()
         model.save_pretrained(directory)

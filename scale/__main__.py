@@ -1,7 +1,7 @@
-"""``python -m scale``: see :mod:`scale.cli`."""
+"""``python -m scale``: see :mod:`scale.run.cli`."""
 
 import sys
 
-from scale.cli import main
+from scale.run.cli import main
 
 sys.exit(main())

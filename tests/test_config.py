@@ -60,7 +60,7 @@ def _config_classes(root: type) -> set[type]:
 
 ROOTS = [TrainConfig, SweepConfig]
 try:
-    from scale.config import Config as ScaleConfig
+    from scale.run.config import Config as ScaleConfig
 
     ROOTS.append(ScaleConfig)
 except ImportError:  # scale's extras (pyyaml) missing: flashsim alone is still checked

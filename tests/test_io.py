@@ -1,4 +1,4 @@
-"""Run outputs: metric rows in CSV and JSON lines, truncation on resume, atomic writes."""
+"""Run outputs: metric rows in CSV and JSON lines, truncation on resume, atomic writes, the run directory."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 import torch
 
-from flashsim.io import MetricsWriter, atomic_write_text, load_checkpoint, read_metrics, save_checkpoint
+from flashsim.io import (
+    MetricsWriter,
+    RunDirectory,
+    atomic_write_text,
+    load_checkpoint,
+    read_metrics,
+    save_checkpoint,
+)
 
 
 def test_rows_round_trip_with_nan_as_an_empty_cell_and_null(tmp_path):
@@ -113,3 +120,76 @@ def test_a_checkpoint_refuses_to_store_an_object_it_could_not_load_safely(tmp_pa
     with pytest.raises(TypeError, match=r"state\.model"):
         save_checkpoint(tmp_path / "c.pt", {"model": torch.nn.Linear(1, 1)})
     assert not (tmp_path / "c.pt").exists()
+
+
+def _killed_run(out, *, checkpoint="checkpoint.pt"):
+    """A run that checkpointed after update 1 and was killed after writing update 2."""
+    run = RunDirectory(out, ("update",), checkpoint=checkpoint)
+    run.start()
+    for update in range(3):
+        run.write({"update": update})
+        if update == 1:
+            run.save({"update": update})
+    run.close()  # what a kill leaves behind: the rows of update 2 after the checkpoint's offsets
+
+
+def test_a_resumed_run_directory_restores_the_state_then_writes_the_rows_after_the_checkpoint_once(tmp_path):
+    _killed_run(tmp_path, checkpoint="checkpoint/state.pt")
+    restored = []
+    with RunDirectory(tmp_path, ("update",), checkpoint="checkpoint/state.pt") as run:
+        run.resume(restored.append)
+        run.write({"update": 2})
+    assert restored == [{"update": 1}]  # the metrics' offsets are the run directory's own entry
+    assert (tmp_path / "metrics.csv").read_text() == "update\n0\n1\n2\n"
+    assert [row["update"] for row in read_metrics(tmp_path)] == [0, 1, 2]
+
+
+def test_a_refused_checkpoint_leaves_the_metrics_untouched(tmp_path):
+    _killed_run(tmp_path)
+    before = (tmp_path / "metrics.csv").read_bytes()
+
+    def refuse(state):
+        raise ValueError("another configuration")
+
+    with pytest.raises(ValueError, match="another configuration"):
+        RunDirectory(tmp_path, ("update",)).resume(refuse)
+    assert (tmp_path / "metrics.csv").read_bytes() == before
+
+
+def test_a_fresh_run_refuses_a_directory_holding_a_run_unless_told_to_overwrite_it(tmp_path):
+    _killed_run(tmp_path)
+    with pytest.raises(FileExistsError, match="--resume"):
+        RunDirectory(tmp_path, ("update",)).start()
+    with RunDirectory(tmp_path, ("update",)) as run:
+        run.start(overwrite=True)
+    assert (tmp_path / "metrics.csv").read_text() == "update\n"
+
+
+@pytest.mark.parametrize("out, message", [(None, "out=None"), ("missing", "no checkpoint")], ids=["no-dir", "no-file"])
+def test_resuming_without_a_directory_or_a_checkpoint_is_an_error(tmp_path, out, message):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        RunDirectory(tmp_path / out if out else None, ("update",)).resume(lambda state: None)
+
+
+def test_checkpoints_fall_due_every_n_updates_and_after_the_last_and_only_where_files_are_written(tmp_path):
+    run = RunDirectory(tmp_path, ("update",))
+    assert [k for k in range(1, 8) if run.checkpoint_due(k, every=3, last=7)] == [3, 6, 7]
+    assert [k for k in range(1, 8) if run.checkpoint_due(k, every=0, last=7)] == [7]
+    assert not RunDirectory(tmp_path, ("update",), writes=False).checkpoint_due(3, every=3, last=7)
+    assert not RunDirectory(None, ("update",)).checkpoint_due(7, every=3, last=7)
+
+
+def test_an_in_memory_run_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with RunDirectory(None, ("update",)) as run:
+        run.start()
+        run.write({"update": 0})
+        run.save({"update": 0})
+        run.write_json("summary.json", {"a": 1})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_files_are_strict_json_with_nan_as_null_and_a_final_newline(tmp_path):
+    run = RunDirectory(tmp_path, ("update",))
+    run.write_json("summary.json", {"reward": math.nan, "updates": np.int64(3)})
+    assert (tmp_path / "summary.json").read_text() == '{\n  "reward": null,\n  "updates": 3\n}\n'

@@ -1,6 +1,9 @@
-"""Run outputs: one metrics writer, one checkpoint format, atomic files — shared by the simulator and ``scale``.
+"""Run outputs: one run directory, metrics writer, checkpoint format and progress bar — shared by the
+simulator (``flashsim train``) and ``scale`` (``python -m scale train``).
 
-Files of a run directory:
+:class:`RunDirectory` is the shell of a run: it starts a fresh directory or resumes one, writes the
+metric rows, the checkpoint (with the metrics' offsets in it) and JSON files such as ``summary.json``.
+:class:`ProgressBar` shows the updates on stderr. The files of a run directory:
 
 - ``metrics.csv`` / ``metrics.jsonl`` — one row per update, appended (:class:`MetricsWriter`). NaN is an
   empty CSV cell and a JSON ``null``. Rows are buffered and flushed when a checkpoint asks for
@@ -30,6 +33,7 @@ import json
 import math
 import os
 import pickle
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields, is_dataclass
@@ -39,7 +43,9 @@ from typing import Any
 import numpy as np
 import torch
 
-METRICS_CSV, METRICS_JSONL = "metrics.csv", "metrics.jsonl"
+METRICS_CSV, METRICS_JSONL, SUMMARY = "metrics.csv", "metrics.jsonl", "summary.json"
+OFFSETS = "offsets"
+"""The checkpoint key under which :class:`RunDirectory` stores the metrics files' byte lengths."""
 _FILE_MODE = 0o644
 """Permissions of files written atomically (rw-r--r--, like ``open(..., "w")`` under umask 022)."""
 _ARRAY, _SCALAR, _DEQUE, _SLICE, _OBJECT = "__ndarray__", "__npscalar__", "__deque__", "__slice__", "__object__"
@@ -250,3 +256,164 @@ def _csv_cell(value: object) -> str:
     if isinstance(value, float):
         return "" if math.isnan(value) else repr(value)
     return str(value)
+
+
+# ----------------------------------------------------------------------------- the run directory
+
+
+class RunDirectory:
+    """A run's output directory: metric rows, one checkpoint, JSON files; resumable after a kill.
+
+    A fresh run calls :meth:`start`; a resumed one :meth:`resume`, which restores the checkpoint's state
+    and then truncates the metrics files to the offsets saved with it, so the rows a killed run wrote
+    after its last checkpoint are written again, once: the files end up byte for byte those of a run
+    never interrupted (when the run itself is deterministic).
+
+    Args:
+        out: the directory; ``None`` keeps nothing (an in-memory run; :meth:`resume` is then an error).
+        columns: the CSV columns of the metrics (see :class:`MetricsWriter`).
+        checkpoint: the checkpoint's path inside ``out``.
+        types: classes the checkpoint may hold besides plain data (see :func:`save_checkpoint`).
+        writes: False for a process that resumes from the checkpoint but leaves every file to another one
+            (the data-parallel ranks other than 0).
+        tensorboard: also write each row's numbers as TensorBoard scalars in ``out/tensorboard``, when
+            ``tensorboard`` is installed.
+    """
+
+    def __init__(
+        self, out: Path | str | None, columns: Iterable[str], *, checkpoint: str = "checkpoint.pt",
+        types: Iterable[type] = (), writes: bool = True, tensorboard: bool = False,
+    ) -> None:
+        self.out = Path(out) if out is not None else None
+        self.columns = tuple(columns)
+        self.checkpoint = self.out / checkpoint if self.out is not None else None
+        self.types = tuple(types)
+        self.writes = writes and self.out is not None
+        self.tensorboard = tensorboard
+        self._metrics: MetricsWriter | None = None
+        self._events: Any = None
+
+    def start(self, *, overwrite: bool = False) -> None:
+        """Begin a fresh run: create the directory and empty metrics files.
+
+        Raises:
+            FileExistsError: the directory already holds a run's metrics or checkpoint (unless ``overwrite``).
+        """
+        if not self.writes:
+            return
+        if not overwrite and ((self.out / METRICS_CSV).exists() or self.checkpoint.exists()):
+            raise FileExistsError(
+                f"{self.out} already holds a run; pass --resume to continue it, or choose another --out"
+            )
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._open(offsets=None)
+
+    def resume(self, restore: Callable[[dict[str, Any]], None]) -> None:
+        """Read the checkpoint, call ``restore(state)``, then reopen the metrics where the checkpoint left them.
+
+        ``state`` is what :meth:`save` was given. The metrics files are truncated only after ``restore``
+        has accepted the state, so a refused checkpoint leaves the directory as it was.
+
+        Raises:
+            ValueError: no directory (``out`` is None), or a checkpoint that is not tensors and plain data
+                or holds no metrics offsets.
+            FileNotFoundError: no checkpoint in the directory.
+        """
+        if self.out is None:
+            raise ValueError("resuming needs the directory of the interrupted run; got out=None")
+        if not self.checkpoint.exists():
+            raise FileNotFoundError(
+                f"no checkpoint to resume from in {self.out} (expected {self.checkpoint}); run without resume first"
+            )
+        state = load_checkpoint(self.checkpoint, types=self.types)
+        if OFFSETS not in state:
+            raise ValueError(f"{self.checkpoint} holds no metrics offsets: it was not written by a RunDirectory")
+        offsets = tuple(state.pop(OFFSETS))
+        restore(state)
+        if self.writes:
+            self._open(offsets=offsets)
+
+    def write(self, row: Mapping[str, object]) -> None:
+        """Append one metrics row (``update`` is TensorBoard's step)."""
+        if self._metrics is None:
+            return
+        self._metrics.write(row)
+        if self._events is not None:
+            for key, value in row.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "update":
+                    self._events.add_scalar(key, value, int(row["update"]))
+
+    def checkpoint_due(self, update: int, *, every: int, last: int) -> bool:
+        """Whether this process saves after ``update``: every ``every`` updates (0: never) and after the last."""
+        return self.writes and ((every > 0 and update % every == 0) or update == last)
+
+    def save(self, state: Mapping[str, Any]) -> None:
+        """Write ``state`` and the metrics' offsets (flushing the rows so far) as the checkpoint, atomically."""
+        if not self.writes:
+            return
+        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(self.checkpoint, {**state, OFFSETS: self._metrics.offsets}, types=self.types)
+
+    def write_text(self, name: str, text: str) -> None:
+        """Write ``out/name`` atomically (a config file, for instance)."""
+        if self.writes:
+            atomic_write_text(self.out / name, text)
+
+    def write_json(self, name: str, data: object) -> None:
+        """Write ``out/name`` (``summary.json``, ``config.json``) as indented strict JSON, NaN as ``null``."""
+        self.write_text(name, json.dumps(jsonable(data), indent=2, allow_nan=False) + "\n")
+
+    def close(self) -> None:
+        """Flush and close the metrics (and TensorBoard) files."""
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
+        if self._events is not None:
+            self._events.close()
+            self._events = None
+
+    def __enter__(self) -> RunDirectory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _open(self, offsets: tuple[int, int] | None) -> None:
+        self._metrics = MetricsWriter(self.out, self.columns, offsets)
+        if self.tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional
+                return
+            self._events = SummaryWriter(str(self.out / "tensorboard"))
+
+
+class ProgressBar:
+    """A tqdm bar on stderr showing the latest metrics, or nothing when not ``enabled``.
+
+    Args:
+        total: the updates (or steps) of the whole run.
+        initial: those already done (a resumed run).
+        description: the bar's label.
+        unit: what one step of the bar is.
+        enabled: False shows nothing (and does not import tqdm).
+    """
+
+    def __init__(self, total: int, *, initial: int = 0, description: str | None = None, unit: str = "update",
+                 enabled: bool = True) -> None:
+        self._bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, initial=initial, desc=description, unit=unit, file=sys.stderr,
+                             dynamic_ncols=True, leave=False)
+
+    def advance(self, **postfix: str) -> None:
+        """One step done; ``postfix`` is shown beside the bar (``reward="0.42"``)."""
+        if self._bar is not None:
+            self._bar.set_postfix(postfix, refresh=False)
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

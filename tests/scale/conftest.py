@@ -27,7 +27,7 @@ def single_thread():
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from scale.tokenizer import CharTokenizer
+    from scale.rollouts.tokenizer import CharTokenizer
 
     return CharTokenizer()
 
@@ -35,7 +35,7 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def float64_model(tokenizer):
     """A randomly initialised tiny Llama in float64 (for exact comparisons)."""
-    from scale.model import build_tiny_model
+    from scale.learner.model import build_tiny_model
 
     return build_tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=0).double()
 
@@ -45,9 +45,9 @@ def tool_model(tokenizer):
     """A tiny Llama warmed up (100 steps, ~5 s) on demonstrations that always call the calculator."""
     import numpy as np
 
-    from scale.data import arithmetic_task
-    from scale.model import build_tiny_model
-    from scale.warmup import warmup
+    from scale.learner.model import build_tiny_model
+    from scale.rollouts.prompts import arithmetic_task
+    from scale.run.warmup import warmup
 
     model = build_tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=0)
     train, _ = arithmetic_task(seed=0, num_train=500, num_test=0, max_operand=30, operations="*", tool_fraction=1.0)

@@ -14,11 +14,12 @@ import sys
 import torch
 import torch.distributed as dist
 
-from scale.distributed import shard
-from scale.engine import SamplingParams, TransformersEngine
-from scale.learner import Learner, Rollout
-from scale.model import build_tiny_model
-from scale.tokenizer import CharTokenizer
+from scale.learner import Learner
+from scale.learner.distributed import shard
+from scale.learner.model import build_tiny_model
+from scale.rollouts import Rollout, SamplingParams
+from scale.rollouts.engines import TransformersEngine
+from scale.rollouts.tokenizer import CharTokenizer
 
 REWARDS = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0]
 GROUP_IDS = [0, 1, 0, 1, 0, 1, 0, 1]

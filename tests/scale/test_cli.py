@@ -12,9 +12,9 @@ pytest.importorskip("yaml")
 
 import torch  # noqa: E402
 
-from scale.cli import main  # noqa: E402
-from scale.config import load_config  # noqa: E402
-from scale.trainer import Trainer  # noqa: E402
+from scale.run.cli import main  # noqa: E402
+from scale.run.config import load_config  # noqa: E402
+from scale.run.trainer import Trainer  # noqa: E402
 from tests.scale.tiny_run import TINY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path):
     Trainer(config(tmp_path / "b", 2)).run()
     resumed = Trainer(config(tmp_path / "b", 4), resume=True)
     resumed.run()
-    for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+    for (name, a), (_, b) in zip(straight.parts.model.state_dict().items(), resumed.parts.model.state_dict().items()):
         assert torch.equal(a, b), name
     rows = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()] for d in "ab"]
     keys = ("update", "rollout/reward", "rollout/length", "loss/policy", "grad/norm")

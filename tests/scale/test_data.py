@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from scale.data import PromptExample, PromptStream, arithmetic_task, load_prompts  # noqa: E402
-from scale.tokenizer import CharTokenizer  # noqa: E402
+from scale.rollouts.prompts import PromptExample, PromptStream, arithmetic_task, load_prompts  # noqa: E402
+from scale.rollouts.tokenizer import CharTokenizer  # noqa: E402
 
 
 def test_the_synthetic_task_is_seeded_correct_and_split_without_overlap():

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-from scale.distributed import shard  # noqa: E402
+from scale.learner.distributed import shard  # noqa: E402
 
 WORKER = Path(__file__).with_name("data_parallel_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def test_shards_are_equal_contiguous_slices_in_rank_order():
     assert [shard(items, r, 3) for r in range(3)] == [[0, 1], [2, 3], [4, 5]]
 
 
-@pytest.mark.parametrize("index, count, message", [(2, 2, "shard index"), (0, 0, "shard index"),
+@pytest.mark.parametrize("index, count, message", [(2, 2, "index must be an int in"), (0, 0, "count must be an int"),
                                                    (0, 4, "equal shards")], ids=["index-too-big", "no-shards",
                                                                                  "uneven"])
 def test_bad_shards_are_refused(index, count, message):

@@ -7,8 +7,9 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from flashsim.losses import flash_reinforce_loss  # noqa: E402
-from scale.engine import RolloutEngine, SamplingParams, TransformersEngine, sample_tokens  # noqa: E402
 from scale.learner import pack, policy_log_probs  # noqa: E402
+from scale.rollouts import RolloutEngine, SamplingParams  # noqa: E402
+from scale.rollouts.engines import TransformersEngine, sample_tokens  # noqa: E402
 
 PROMPTS = ["12*7=", "3+4=", "100+23=", "5="]
 
@@ -117,7 +118,7 @@ def test_sample_tokens_records_the_log_prob_of_the_sampling_distribution():
     torch.testing.assert_close(log_probs, expected)
 
 
-@pytest.mark.parametrize("params", [dict(top_p=0.9), dict(top_k=5), dict(min_p=0.1), dict(temperature=0.0)],
+@pytest.mark.parametrize("params", [dict(top_p=0.9), dict(top_k=5), dict(min_p=0.1), dict(greedy=True)],
                          ids=["top-p", "top-k", "min-p", "greedy"])
 def test_truncating_samplers_are_refused_unless_explicitly_allowed(params):
     with pytest.raises(ValueError, match="biases the importance ratio"):
@@ -126,18 +127,19 @@ def test_truncating_samplers_are_refused_unless_explicitly_allowed(params):
 
 
 @pytest.mark.parametrize("params, message", [(dict(max_new_tokens=0), "max_new_tokens"),
+                                             (dict(temperature=0.0), "temperature"),
                                              (dict(top_p=0.0), "top_p"), (dict(stop="x"), "stop"),
                                              (dict(min_p=1.0), "min_p"), (dict(stop_token_ids=[3]), "stop_token_ids"),
                                              (dict(stop_token_ids=(-1,)), "stop_token_ids")],
-                         ids=["no-tokens", "zero-top-p", "stop-not-tuple", "min-p-one", "stop-ids-list",
-                              "negative-stop-id"])
+                         ids=["no-tokens", "zero-temperature", "zero-top-p", "stop-not-tuple", "min-p-one",
+                              "stop-ids-list", "negative-stop-id"])
 def test_bad_sampling_params_raise_value_errors(params, message):
     with pytest.raises(ValueError, match=message):
         SamplingParams(**params)
 
 
 def test_only_the_newest_publication_is_loaded_and_the_copy_ignores_later_training():
-    from scale.engine.weights import PublishedWeights
+    from scale.rollouts.engines.weights import PublishedWeights
 
     weights, loads = PublishedWeights(), []
     learner = torch.nn.Linear(2, 1)

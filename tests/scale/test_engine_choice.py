@@ -6,28 +6,28 @@ pytest.importorskip("transformers")
 
 
 def test_an_unknown_engine_is_refused_naming_the_key_and_the_valid_ones():
-    from scale.config import load_config
+    from scale.run.config import load_config
 
     with pytest.raises(ValueError, match="rollout.engine must be one of 'transformers', 'vllm'; got 'sglang'"):
         load_config(None, ["rollout.engine=sglang"])
 
 
 def test_the_transformers_engine_is_the_default_and_vllm_is_selectable():
-    from scale.config import load_config
+    from scale.run.config import load_config
 
     assert load_config(None).rollout.engine == "transformers"
     assert load_config("scale/configs/tiny_cpu.yaml", ["rollout.engine=vllm"]).rollout.engine == "vllm"
 
 
 def test_the_engine_flag_reaches_the_config(capsys):
-    from scale.cli import main
+    from scale.run.cli import main
 
     assert main(["train", "--config", "tiny_cpu", "--engine", "sglang"]) == 2
     assert "rollout.engine must be one of" in capsys.readouterr().err
 
 
 def test_ray_placement_is_refused_for_the_synchronous_loop():
-    from scale.config import load_config
+    from scale.run.config import load_config
 
     with pytest.raises(ValueError, match=r"loop.placement 'ray' needs mode 'async' \(sync rollouts run in this"):
         load_config(None, ["loop.placement=ray", "loop.mode=sync"])
@@ -35,8 +35,8 @@ def test_ray_placement_is_refused_for_the_synchronous_loop():
 
 def test_the_ray_address_flag_reaches_the_config():
     from flashsim.config import flag_assignments
-    from scale.cli import _parser
-    from scale.config import load_config
+    from scale.run.cli import _parser
+    from scale.run.config import load_config
 
     args = _parser().parse_args(["train", "--ray-address", "ray://head:10001", "--loop.placement", "ray"])
     config = load_config(None, args.set, flag_assignments(args, args.config_paths))
@@ -44,7 +44,7 @@ def test_the_ray_address_flag_reaches_the_config():
 
 
 def test_an_empty_ray_address_is_refused(capsys):
-    from scale.cli import main
+    from scale.run.cli import main
 
     assert main(["train", "--ray-address", ""]) == 2
     assert "loop.ray_address must be a non-empty address or null" in capsys.readouterr().err
@@ -52,7 +52,7 @@ def test_an_empty_ray_address_is_refused(capsys):
 
 @pytest.mark.parametrize("recipe", ["paper_flash_reinforce", "paper_grpo"])
 def test_the_paper_recipes_are_valid_configurations(recipe):
-    from scale.config import load_config
+    from scale.run.config import load_config
 
     config = load_config(f"scale/examples/{recipe}.yaml")
     assert config.rollout.engine == "vllm" and config.train.batch_size == 128

@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("yaml")
 
-from scale.config import load_config  # noqa: E402
-from scale.trainer import Trainer  # noqa: E402
+from scale.run.config import load_config  # noqa: E402
+from scale.run.trainer import Trainer  # noqa: E402
 from tests.scale.tiny_run import TINY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

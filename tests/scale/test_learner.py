@@ -9,12 +9,13 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from scale.data import PromptExample, PromptStream  # noqa: E402
-from scale.engine import SamplingParams, TransformersEngine  # noqa: E402
-from scale.learner import Learner, Rollout, pack, policy_log_probs  # noqa: E402
-from scale.loop import AsyncRollouts, SyncRollouts, lag_metrics  # noqa: E402
-from scale.rewards import math_reward  # noqa: E402
-from scale.rollout import RolloutSettings  # noqa: E402
+from scale.learner import Learner, pack, policy_log_probs  # noqa: E402
+from scale.rollouts import Rollout, SamplingParams  # noqa: E402
+from scale.rollouts.collect import RolloutSettings  # noqa: E402
+from scale.rollouts.engines import TransformersEngine  # noqa: E402
+from scale.rollouts.prompts import PromptExample, PromptStream  # noqa: E402
+from scale.rollouts.rewards import math_reward  # noqa: E402
+from scale.rollouts.sources import AsyncRollouts, SyncRollouts, lag_metrics  # noqa: E402
 
 
 def _rollouts(model, tokenizer, count=8, group_size=2, seed=0):

@@ -6,7 +6,7 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from scale.logprobs import chunked_token_log_probs, naive_token_log_probs  # noqa: E402
+from scale.learner.logprobs import chunked_token_log_probs, naive_token_log_probs  # noqa: E402
 
 
 def _inputs(n=37, h=8, v=11, dtype=torch.float64, seed=0):

@@ -20,12 +20,13 @@ def ray_installed():
 
 
 def test_an_engine_crash_is_survived_with_every_prompt_delivered_once_from_current_weights(tokenizer):
-    from scale.data import PromptExample, PromptStream
-    from scale.engine import SamplingParams, TransformersEngine
-    from scale.model import build_tiny_model
-    from scale.ray_rollouts import RayRollouts
-    from scale.rewards import math_reward
-    from scale.rollout import RolloutSettings
+    from scale.learner.model import build_tiny_model
+    from scale.rollouts import SamplingParams
+    from scale.rollouts.collect import RolloutSettings
+    from scale.rollouts.engines import TransformersEngine
+    from scale.rollouts.prompts import PromptExample, PromptStream
+    from scale.rollouts.ray_sources import RayRollouts
+    from scale.rollouts.rewards import math_reward
 
     model = build_tiny_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=0)
     stream = PromptStream([PromptExample(f"{i}*2=", str(2 * i), str(i)) for i in range(20_000)], seed=0)
@@ -78,8 +79,8 @@ def test_an_engine_crash_is_survived_with_every_prompt_delivered_once_from_curre
 def test_training_with_engines_in_ray_actors_finishes_and_logs_measured_lag(tmp_path):
     import json
 
-    from scale.config import load_config
-    from scale.trainer import Trainer
+    from scale.run.config import load_config
+    from scale.run.trainer import Trainer
 
     config = load_config("scale/configs/tiny_cpu.yaml", [
         "loop.placement=ray", "loop.num_workers=2", f"log.out={tmp_path}", "warmup.steps=20", "train.updates=4",

@@ -49,8 +49,8 @@ def _kill_after_update(out: Path, mode: str, update: int) -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_run_killed_and_resumed_has_each_metrics_row_once(tmp_path, mode):
-    from scale.config import load_config
-    from scale.trainer import Trainer
+    from scale.run.config import load_config
+    from scale.run.trainer import Trainer
 
     killed = tmp_path / "killed"
     _kill_after_update(killed, mode, update=4)  # checkpoints at 3, 6, 9: rows 4.. are recomputed

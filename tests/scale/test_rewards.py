@@ -7,9 +7,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from scale.data import PromptExample  # noqa: E402
-from scale.engine import SamplingParams, TransformersEngine  # noqa: E402
-from scale.rewards import (  # noqa: E402
+from scale.rollouts import SamplingParams  # noqa: E402
+from scale.rollouts.collect import RolloutSettings, collect  # noqa: E402
+from scale.rollouts.engines import TransformersEngine  # noqa: E402
+from scale.rollouts.prompts import PromptExample  # noqa: E402
+from scale.rollouts.rewards import (  # noqa: E402
     RewardError,
     answers_match,
     extract_answer,
@@ -17,7 +19,6 @@ from scale.rewards import (  # noqa: E402
     resolve_reward,
     score,
 )
-from scale.rollout import RolloutSettings, collect  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -62,12 +63,12 @@ def test_math_reward_is_one_only_for_the_right_final_answer():
 
 def test_custom_reward_functions_resolve_by_import_path():
     assert resolve_reward("math") is math_reward
-    assert resolve_reward("scale.rewards:math_reward") is math_reward
+    assert resolve_reward("scale.rollouts.rewards:math_reward") is math_reward
     assert resolve_reward("tests.scale.test_rewards:length_reward")("p", "abc", "a") == 3.0
 
 
 @pytest.mark.parametrize("spec, message", [("nope", "module:function"), ("no_such_module_x:f", "cannot import"),
-                                           ("scale.rewards:missing", "no callable")],
+                                           ("scale.rollouts.rewards:missing", "no callable")],
                          ids=["bare-name", "missing-module", "missing-function"])
 def test_unknown_reward_functions_raise_value_errors(spec, message):
     with pytest.raises(ValueError, match=message):

@@ -43,10 +43,21 @@ def test_flashsim_never_imports_scale():
 
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(scale.__path__, "scale.")
-                 if m.name not in ("scale.__main__", "scale.engine.vllm_engine"))
+                 if m.name not in ("scale.__main__", "scale.rollouts.engines.vllm_engine"))
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples_run(name):
     result = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
+
+
+WINGS = {"rollouts": ("scale.learner", "scale.run"), "learner": ("scale.run",)}
+"""What each wing must not import: rollouts are the bottom, the learner consumes them, the run builds both."""
+
+
+@pytest.mark.parametrize("wing", sorted(WINGS))
+def test_each_wing_imports_only_the_wings_below_it(wing):
+    for path in sorted((ROOT / "scale" / wing).rglob("*.py")):
+        for module in _imported_modules(path):
+            assert not module.startswith(WINGS[wing]), f"{path.relative_to(ROOT)} imports {module}"

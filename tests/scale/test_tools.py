@@ -6,9 +6,10 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from scale.engine import SamplingParams, TransformersEngine  # noqa: E402
 from scale.learner import pack, policy_log_probs  # noqa: E402
-from scale.tools import calculator, generate_with_tools, tool_call  # noqa: E402
+from scale.rollouts import SamplingParams  # noqa: E402
+from scale.rollouts.engines import TransformersEngine  # noqa: E402
+from scale.rollouts.tools import calculator, generate_with_tools, tool_call  # noqa: E402
 
 
 @pytest.mark.parametrize("expression, expected", [("12*7", "84"), (" 3 - 10 ", "-7"), ("(2+3)*4", "20"),

@@ -24,14 +24,14 @@ PROMPTS = ["12*7=", "3+4=", "100+23=", "5="]
 @pytest.fixture(scope="module")
 def tiny_float32(tokenizer):
     """The tiny preset's shape (head_dim 32: vLLM's CPU attention refuses head_dim 16)."""
-    from scale.model import build_tiny_model
+    from scale.learner.model import build_tiny_model
 
     return build_tiny_model(tokenizer, hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128, seed=0)
 
 
 @pytest.fixture(scope="module")
 def engine(tiny_float32, tokenizer, tmp_path_factory):
-    from scale.engine.vllm_engine import VLLMEngine
+    from scale.rollouts.engines.vllm_engine import VLLMEngine
 
     path = tmp_path_factory.mktemp("vllm_model")
     tiny_float32.save_pretrained(path)
@@ -50,7 +50,7 @@ def _assert_learner_agrees(model, trajectories, tokenizer, temperature):
 
 
 def test_vllm_log_probs_equal_the_learners_before_and_after_a_weight_update(engine, tiny_float32, tokenizer):
-    from scale.engine import SamplingParams
+    from scale.rollouts import SamplingParams
 
     prompts = [tokenizer.encode_prompt(p) for p in PROMPTS] * 4
     sampling = SamplingParams(max_new_tokens=12, temperature=0.8)
@@ -74,7 +74,7 @@ def test_vllm_log_probs_equal_the_learners_before_and_after_a_weight_update(engi
 
 
 def test_vllm_stops_on_token_ids_and_reports_eos_stop_and_length(engine, tokenizer):
-    from scale.engine import SamplingParams
+    from scale.rollouts import SamplingParams
 
     prompts = [tokenizer.encode_prompt(p) for p in PROMPTS] * 8
     trajectories = engine.generate(prompts, SamplingParams(max_new_tokens=10, stop=("1",)))
@@ -91,23 +91,23 @@ def test_vllm_stops_on_token_ids_and_reports_eos_stop_and_length(engine, tokeniz
 
 
 def test_vllm_refuses_multi_token_stop_strings(engine, tokenizer):
-    from scale.engine import SamplingParams
+    from scale.rollouts import SamplingParams
 
     with pytest.raises(ValueError, match="stop string '12' is 2 tokens"):
         engine.generate([tokenizer.encode_prompt("1=")], SamplingParams(max_new_tokens=2, stop=("12",)))
 
 
 def test_vllm_stops_on_the_calculator_close_token_used_by_tool_turns(engine, tokenizer):
-    from scale.engine import SamplingParams
-    from scale.tools import CALL_CLOSE
+    from scale.rollouts import SamplingParams
+    from scale.rollouts.tools import CALL_CLOSE
 
     ids = engine.stop_token_ids(SamplingParams(stop=(CALL_CLOSE,), stop_token_ids=(5,)))
     assert ids == [tokenizer.eos_id, 5, tokenizer.token_id(CALL_CLOSE)]
 
 
 def test_async_training_with_the_vllm_engine_finishes_and_logs_measured_lag(tmp_path):
-    from scale.config import load_config
-    from scale.trainer import Trainer
+    from scale.run.config import load_config
+    from scale.run.trainer import Trainer
 
     config = load_config("scale/configs/tiny_cpu.yaml", [
         "rollout.engine=vllm", f"log.out={tmp_path}", "warmup.steps=20", "train.updates=4", "train.batch_size=16",

@@ -1,16 +1,15 @@
 """The training runner: a :class:`~flashsim.sim.simulation.Simulation` to its update budget, with
 outputs, checkpoints, resume and a progress bar.
 
-:func:`train` is what ``flashsim train`` calls. With an output directory it writes metrics row by
-row (:class:`flashsim.io.MetricsWriter`), a checkpoint every ``checkpoint_every`` updates and at the end,
-``summary.json`` and ``curves.png``. ``resume=True`` continues from the directory's checkpoint and
-produces exactly the files an uninterrupted run would have produced.
+:func:`train` is what ``flashsim train`` calls. With an output directory it writes, through
+flashsim's one run shell (:class:`flashsim.io.RunDirectory`), ``config.json``, metrics row by row, a
+checkpoint every ``checkpoint_every`` updates and at the end, ``summary.json``, and then ``curves.png``.
+``resume=True`` continues from the directory's checkpoint and produces exactly the files an
+uninterrupted run would have produced.
 """
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,15 +17,7 @@ from typing import Any
 
 from flashsim.config import from_dict, to_dict
 from flashsim.exact import optimal_success, optimum_is_exact
-from flashsim.io import (
-    METRICS_CSV,
-    MetricsWriter,
-    atomic_write_text,
-    jsonable,
-    load_checkpoint,
-    read_metrics,
-    save_checkpoint,
-)
+from flashsim.io import SUMMARY, ProgressBar, RunDirectory, load_checkpoint, read_metrics
 from flashsim.sim.config import FixedLag, RandomLag, TrainConfig
 from flashsim.sim.engine import EngineState, TrajectoryStore
 from flashsim.sim.plotting import plot_curves
@@ -49,7 +40,7 @@ from flashsim.sim.simulation import (
     SimulationState,
 )
 
-CHECKPOINT, CONFIG, SUMMARY, CURVES = "checkpoint.pt", "config.json", "summary.json", "curves.png"
+CHECKPOINT, CONFIG, CURVES = "checkpoint.pt", "config.json", "curves.png"
 STATE_TYPES = (
     SimulationState, LearnerState, CollectedBatch, Batch, PreparedBatch, TrajectoryArrays, EngineState,
     LaggedSourceState, LedgerState, Ledger, SnapshotStoreState, Snapshot, SimClock, TrajectoryStore,
@@ -84,63 +75,36 @@ def train(
         FileExistsError: ``out_dir`` already holds a run and ``resume`` is False.
         FileNotFoundError: ``resume`` without a checkpoint in ``out_dir``.
     """
-    out = Path(out_dir) if out_dir is not None else None
     simulation = Simulation(config)
-    writer, rows = _open_outputs(simulation, out, resume)
+    run = RunDirectory(out_dir, METRIC_KEYS, checkpoint=CHECKPOINT, types=STATE_TYPES)
+    rows: list[dict[str, float]] = []
+    if resume:
+        run.resume(lambda state: simulation.load_state_dict(_checked(state, run.checkpoint)["simulation"]))
+        rows = read_metrics(run.out)
+    else:
+        run.start()
+        run.write_json(CONFIG, to_dict(simulation.config))
     started, started_cpu, first_update = time.perf_counter(), time.process_time(), simulation.update
-    bar = _progress_bar(config.updates, first_update) if progress else None
-    try:
-        while simulation.update < config.updates:
-            row = simulation.step()
-            rows.append(row)
-            if writer is not None:
-                writer.write(row)
-                if simulation.update % config.checkpoint_every == 0 or simulation.update == config.updates:
-                    _checkpoint(simulation, writer, out)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(reward=f"{row['env/reward']:.3f}", lag=f"{row['lag/mean']:.1f}", refresh=False)
-    finally:
-        if bar is not None:
+    bar = ProgressBar(config.updates, initial=first_update, enabled=progress)
+    with run:
+        try:
+            while simulation.update < config.updates:
+                row = simulation.step()
+                rows.append(row)
+                run.write(row)
+                if run.checkpoint_due(simulation.update, every=config.checkpoint_every, last=config.updates):
+                    run.save({"simulation": replace(simulation.state_dict(), config=to_dict(simulation.config))})
+                bar.advance(reward=f"{row['env/reward']:.3f}", lag=f"{row['lag/mean']:.1f}")
+        finally:
             bar.close()
-        if writer is not None:
-            writer.close()
     elapsed, cpu = time.perf_counter() - started, time.process_time() - started_cpu
     summary = _summary(simulation, rows, simulation.update - first_update, elapsed, cpu)
-    if out is not None:
-        atomic_write_text(out / SUMMARY, json.dumps(jsonable(summary), indent=2, allow_nan=False) + "\n")
-        if plot:
-            title = f"{config.env} · {config.algorithm.loss} · {_lag_label(config)} · seed {config.seed}"
-            plot_curves({config.algorithm.loss: rows}, out / CURVES, title=title, smooth=10,
-                        heldout=config.policy != "tabular")
-    return TrainResult(rows, summary, out)
-
-
-def _open_outputs(
-    simulation: Simulation, out: Path | None, resume: bool
-) -> tuple[MetricsWriter | None, list[dict[str, float]]]:
-    """The metrics writer (after restoring the checkpoint when resuming) and the rows so far."""
-    if out is None:
-        if resume:
-            raise ValueError("resume=True needs out_dir (the directory of the interrupted run)")
-        return None, []
-    if resume:
-        if not (out / CHECKPOINT).exists():
-            raise FileNotFoundError(f"no checkpoint to resume from in {out} (expected {out / CHECKPOINT})")
-        state = load_state(out / CHECKPOINT)
-        simulation.load_state_dict(state["simulation"])
-        writer = MetricsWriter(out, METRIC_KEYS, offsets=state["offsets"])
-        return writer, read_metrics(out)
-    if (out / METRICS_CSV).exists() or (out / CHECKPOINT).exists():
-        raise FileExistsError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / CONFIG, json.dumps(jsonable(to_dict(simulation.config)), indent=2) + "\n")
-    return MetricsWriter(out, METRIC_KEYS), []
-
-
-def _checkpoint(simulation: Simulation, writer: MetricsWriter, out: Path) -> None:
-    state = replace(simulation.state_dict(), config=to_dict(simulation.config))
-    save_checkpoint(out / CHECKPOINT, {"simulation": state, "offsets": writer.offsets}, types=STATE_TYPES)
+    run.write_json(SUMMARY, summary)
+    if run.writes and plot:
+        title = f"{config.env} · {config.algorithm.loss} · {_lag_label(config)} · seed {config.seed}"
+        plot_curves({config.algorithm.loss: rows}, run.out / CURVES, title=title, smooth=10,
+                    heldout=config.policy != "tabular")
+    return TrainResult(rows, summary, run.out)
 
 
 def load_state(path: Path | str) -> dict[str, Any]:
@@ -149,8 +113,12 @@ def load_state(path: Path | str) -> dict[str, Any]:
     Loaded with ``torch.load(weights_only=True)`` (:func:`flashsim.io.load_checkpoint`); the config is
     rebuilt from plain data by :func:`flashsim.config.from_dict`, so it is checked like a config file.
     """
-    state = load_checkpoint(path, types=STATE_TYPES)
-    simulation = state["simulation"]
+    return _checked(load_checkpoint(path, types=STATE_TYPES), path)
+
+
+def _checked(state: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    """``state`` with its simulator state checked and its config rebuilt strictly from plain data."""
+    simulation = state.get("simulation")
     if not isinstance(simulation, SimulationState):
         raise ValueError(f"{path} does not hold a simulator state")
     state["simulation"] = replace(simulation, config=from_dict(TrainConfig, simulation.config, name="config"))
@@ -198,9 +166,3 @@ def _lag_label(config: TrainConfig) -> str:
     if isinstance(lag, RandomLag):
         return f"random lag ≤ {lag.max_lag} ({lag.distribution})"
     return f"{lag.num_workers} workers" + (" (sync)" if lag.synchronous else "")
-
-
-def _progress_bar(total: int, initial: int):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=initial, file=sys.stderr, unit="update", dynamic_ncols=True, leave=False)

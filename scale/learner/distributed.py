@@ -26,6 +26,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from flashsim.validation import check_int
+
 
 def world_size() -> int:
     """Ranks in the default process group (1 when torch.distributed is not initialised)."""
@@ -39,8 +41,8 @@ def rank() -> int:
 
 def shard(items: list, index: int, count: int) -> list:
     """The ``index``-th of ``count`` equal contiguous shards of ``items`` (``len(items)`` divisible by ``count``)."""
-    if count < 1 or not 0 <= index < count:
-        raise ValueError(f"shard index must be in [0, count) with count ≥ 1; got index={index}, count={count}")
+    check_int("count", count, low=1)
+    check_int("index", index, low=0, high=count - 1)
     if len(items) % count:
         raise ValueError(f"cannot split {len(items)} items into {count} equal shards; use a multiple of {count}")
     size = len(items) // count

@@ -17,8 +17,9 @@ import dataclasses
 import operator
 from collections.abc import Callable, Sequence
 
-from scale.engine.base import RolloutEngine, SamplingParams, Trajectory
-from scale.tokenizer import Tokenizer
+from flashsim.validation import check_int
+from scale.rollouts.tokenizer import Tokenizer
+from scale.rollouts.trajectory import RolloutEngine, SamplingParams, Trajectory
 
 CALL_OPEN, CALL_CLOSE = "<calc>", "</calc>"
 OUTPUT_OPEN, OUTPUT_CLOSE = "<out>", "</out>"
@@ -84,8 +85,7 @@ def generate_with_tools(
     Each round sends every unfinished trajectory's full context (prompt + completion so far) to the
     engine as one batch; trajectories that end with ``</calc>`` get the tool's output appended.
     """
-    if max_turns < 1:
-        raise ValueError(f"max_turns must be ≥ 1; got {max_turns}")
+    check_int("max_turns", max_turns, low=1)
     turn_sampling = dataclasses.replace(sampling, stop=tuple(sampling.stop) + (CALL_CLOSE,))
     merged = [Trajectory(list(p), [], [], [], "length", version=2**62) for p in prompts]
     active = list(range(len(prompts)))

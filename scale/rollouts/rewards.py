@@ -24,6 +24,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from flashsim.validation import check_choice
+
 RewardFn = Callable[[Any, str, str], float]
 ON_ERROR = ("raise", "drop")
 
@@ -146,8 +148,7 @@ def score(fn: RewardFn, prompt: Any, response: str, answer: str, *, on_error: st
     >>> score(lambda p, r, a: float("nan"), "1+1=", "2", "2", on_error="drop") is None
     True
     """
-    if on_error not in ON_ERROR:
-        raise ValueError(f"on_error must be one of {ON_ERROR}; got {on_error!r}")
+    check_choice("on_error", on_error, ON_ERROR)
     try:
         value = float(fn(prompt, response, answer))
     except Exception as error:  # the user's function may raise anything

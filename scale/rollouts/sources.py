@@ -12,7 +12,7 @@ flight: a trajectory sampled with weight version v and consumed by the update th
 version k has lag ``k − v``, measured per trajectory and logged. Published weights reach a worker's
 engine at its next call. (Threads suffice on CPU: torch releases the GIL inside its kernels.)
 
-The same two methods are offered by :class:`scale.ray_rollouts.RayRollouts`, which puts each engine
+The same two methods are offered by :class:`scale.rollouts.ray_sources.RayRollouts`, which puts each engine
 in a Ray actor process (``loop.placement: ray``).
 """
 
@@ -25,11 +25,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from scale.data import PromptStream
-from scale.engine.base import RolloutEngine
-from scale.learner import Rollout
-from scale.rollout import RolloutSettings, collect
-from scale.tokenizer import Tokenizer
+from scale.rollouts.collect import RolloutSettings, collect
+from scale.rollouts.prompts import PromptStream
+from scale.rollouts.tokenizer import Tokenizer
+from scale.rollouts.trajectory import Rollout, RolloutEngine
 
 _POLL_SECONDS = 0.05
 
@@ -86,7 +85,7 @@ class AsyncRollouts:
 
     Args:
         engines: one engine per worker (engines are not shared between threads).
-        tokenizer, stream, settings, group_counter: as in :func:`scale.rollout.collect`.
+        tokenizer, stream, settings, group_counter: as in :func:`scale.rollouts.collect.collect`.
         prompts_per_call: prompts per engine call.
         queue_size: queue capacity in groups.
     """

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from flashsim.validation import check_int, check_probability
+
 PROMPT_KEYS = ("prompt", "question", "problem")
 ANSWER_KEYS = ("answer", "solution", "ground_truth")
 _APPLY = {"+": operator.add, "-": operator.sub, "*": operator.mul}
@@ -75,12 +77,11 @@ def arithmetic_task(
     >>> train[0].prompt, train[0].answer, train[0].solution
     ('6+1=', '7', '7')
     """
-    if not 0.0 <= tool_fraction <= 1.0:
-        raise ValueError(f"tool_fraction must be in [0, 1]; got {tool_fraction}")
-    if not operations or set(operations) - set("+-*"):
+    check_probability("tool_fraction", tool_fraction)
+    if not operations or set(operations) - set(_APPLY):
         raise ValueError(f"operations must be a non-empty string over '+-*'; got {operations!r}")
-    if num_train < 1 or num_test < 0:
-        raise ValueError(f"need num_train ≥ 1 and num_test ≥ 0; got {num_train}, {num_test}")
+    check_int("num_train", num_train, low=1)
+    check_int("num_test", num_test, low=0)
     rng = np.random.default_rng(seed)
     triples = _operand_pairs(rng, num_train + num_test, max_operand, operations)
     uses_tool = rng.random(len(triples)) < tool_fraction

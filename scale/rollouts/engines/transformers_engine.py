@@ -13,16 +13,17 @@ the next :meth:`generate` call loads it before sampling, so one call never mixes
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from scale.engine.base import SamplingParams, Trajectory
-from scale.engine.weights import PublishedWeights
-from scale.model import cache_keyword, output_cache
-from scale.tokenizer import Tokenizer
+from flashsim.validation import check_int
+from scale.rollouts.engines.weights import PublishedWeights
+from scale.rollouts.tokenizer import Tokenizer
+from scale.rollouts.trajectory import SamplingParams, Trajectory
 
 
 def sample_tokens(
@@ -34,7 +35,7 @@ def sample_tokens(
         logits ``[B, V]``; returns tokens ``[B]`` long and log-probs ``[B]`` (float32 or wider).
     """
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
-    if sampling.temperature == 0:
+    if sampling.greedy:
         return logits.argmax(-1), torch.zeros(logits.shape[0], dtype=logits.dtype, device=logits.device)
     logits = logits / sampling.temperature
     if sampling.top_k > 0:
@@ -68,15 +69,15 @@ class TransformersEngine:
         self, model: Any, tokenizer: Tokenizer, *, seed: int = 0, max_batch_size: int | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        if max_batch_size is not None and max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be ≥ 1 or None; got {max_batch_size}")
+        if max_batch_size is not None:
+            check_int("max_batch_size", max_batch_size, low=1)
         self.model = copy.deepcopy(model).to(device).eval()
         self.model.requires_grad_(False)
         self.tokenizer = tokenizer
         self.device = torch.device(device)
         self.max_batch_size = max_batch_size
         self.generator = torch.Generator(self.device).manual_seed(seed)
-        self._cache_keyword = cache_keyword(self.model)
+        self._cache_keyword = _cache_keyword(self.model)
         self._weights = PublishedWeights(self.device)
 
     @property
@@ -102,7 +103,7 @@ class TransformersEngine:
         kwargs = {self._cache_keyword: cache} if cache is not None else {}
         output = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                             use_cache=True, **kwargs)
-        return output.logits[:, -1], output_cache(output)
+        return output.logits[:, -1], _output_cache(output)
 
     def _stopped(self, tokens: list[int], stop: tuple[str, ...]) -> bool:
         if not stop:
@@ -145,3 +146,16 @@ class TransformersEngine:
                        log_probs=log_probs[i], finish_reason=reasons[i] or "length", version=version)
             for i in range(B)
         ]
+
+
+def _cache_keyword(model: Any) -> str:
+    """Name of the KV-cache argument of ``model.forward`` (``cache`` in transformers ≥ 5.2x, else
+    ``past_key_values``)."""
+    parameters = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def _output_cache(output: Any) -> Any:
+    """The KV cache in a model output, under either name."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values

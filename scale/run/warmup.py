@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from scale.data import PromptExample
-from scale.engine.base import Trajectory
-from scale.learner import pack, policy_log_probs
-from scale.tokenizer import Tokenizer
-from scale.tools import OUTPUT_CLOSE, OUTPUT_OPEN
+from flashsim.validation import check_int, check_real
+from scale.learner.learner import pack, policy_log_probs
+from scale.rollouts.prompts import PromptExample
+from scale.rollouts.tokenizer import Tokenizer
+from scale.rollouts.tools import OUTPUT_CLOSE, OUTPUT_OPEN
+from scale.rollouts.trajectory import Trajectory
 
 RAMP_FRACTION = 0.05
 """Share of the warm-up steps over which the learning rate ramps up (Adam is unstable at full lr from step 0)."""
@@ -67,8 +68,9 @@ def warmup(
     Returns the per-step mean token negative log-likelihood. ``callback(step, loss)`` is called after
     each step (e.g. a progress bar).
     """
-    if steps < 0 or batch_size < 1 or not lr > 0:
-        raise ValueError(f"need steps ≥ 0, batch_size ≥ 1, lr > 0; got {steps}, {batch_size}, {lr}")
+    check_int("steps", steps, low=0)
+    check_int("batch_size", batch_size, low=1)
+    check_real("lr", lr, low=0.0, low_inclusive=False)
     demos = [demonstration(e, tokenizer) for e in examples]
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

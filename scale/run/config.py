@@ -20,11 +20,11 @@ import flashsim.config as configs
 from flashsim.config import FORMER
 from flashsim.losses import LOSSES
 from flashsim.validation import check_choice, check_int, check_real, check_str
-from scale.engine.base import SamplingParams
+from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
+from scale.rollouts.trajectory import SamplingParams
 
 MODES = ("async", "sync")
 PLACEMENTS = ("threads", "ray")
-ON_REWARD_ERROR = ("raise", "drop")
 ENGINES = ("transformers", "vllm")
 
 
@@ -124,14 +124,12 @@ class RolloutConfig:
 
 
     def __post_init__(self) -> None:
-        check_int("max_new_tokens", self.max_new_tokens, low=1)
         check_int("max_turns", self.max_turns, low=1)
         check_choice("engine", self.engine, ENGINES)
-        check_real("temperature", self.temperature, low=0.0, low_inclusive=False)
         if self.group_size is not None:
             check_int("group_size", self.group_size, low=1)
         check_choice("on_reward_error", self.on_reward_error, ON_REWARD_ERROR)
-        self.sampling_params()  # top_p / top_k / truncation rules live in SamplingParams
+        self.sampling_params()  # max_new_tokens, temperature, top_p, top_k, truncation: SamplingParams checks them
 
     def sampling_params(self) -> SamplingParams:
         """The training sampler these settings describe."""

@@ -10,7 +10,7 @@ Examples::
     python -m scale train --config my.yaml --model Qwen/Qwen2.5-0.5B-Instruct   # a real model, on a GPU box
     python -m scale curve runs/tiny_cpu runs/grpo                                 # evaluation curves as a table
 
-Every key of :class:`scale.config.Config` is also a flag (``--section.key``; ``--model``, ``--algo``,
+Every key of :class:`scale.run.config.Config` is also a flag (``--section.key``; ``--model``, ``--algo``,
 ``--out``, ``--engine`` and ``--ray-address`` for ``model.name``, ``train.loss``, ``log.out``,
 ``rollout.engine`` and ``loop.ray_address``), generated with its docstring as help by
 :mod:`flashsim.config`. Precedence (:func:`flashsim.config.load`, as for ``flashsim train``): the defaults,
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint")
     train.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                        help="override any config key (repeatable), e.g. --set train.updates=10")
-    from scale.config import Config
+    from scale.run.config import Config
 
     paths = add_flags(train, Config, names=FLAG_NAMES)
     train.set_defaults(config_paths=paths)
@@ -91,14 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
         return 0
-    from scale.config import load_config
+    from scale.run.config import load_config
 
     try:
         config = load_config(resolve_config_path(args.config), args.set, flag_assignments(args, args.config_paths))
     except (ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    from scale.trainer import Trainer  # imports transformers: only once the configuration is known to be good
+    from scale.run.trainer import Trainer  # imports transformers: only once the configuration is known to be good
 
     trainer = Trainer(config, resume=args.resume)
     summary = trainer.run()

@@ -6,7 +6,7 @@ advantages are computed over the **whole** batch first and every microbatch loss
 denominators (``num_sequences`` = B, ``num_tokens`` = the batch's policy tokens, ``max_tokens`` = the
 generation budget), so the accumulated gradient equals the full-batch gradient (flashsim invariant 10).
 With ``data_parallel=True`` each rank of a ``torch.distributed`` process group steps on its shard
-and the same holds across ranks (see :mod:`scale.distributed`).
+and the same holds across ranks (see :mod:`scale.learner.distributed`).
 
 The loss is ``flashsim.losses.get_loss(name)`` unchanged; ``behavior_log_probs`` are the engine's,
 stored at sampling. Left out on purpose: several optimizer steps per batch (PPO epochs; they would
@@ -23,21 +23,10 @@ from typing import Any
 import torch
 
 from flashsim.losses import ADVANTAGES, LOSSES, get_loss
-from scale.distributed import all_reduce_sum, data_parallel_scale, gather_batch
-from scale.engine.base import Trajectory
-from scale.logprobs import chunked_token_log_probs
-from scale.model import hidden_states
-
-
-@dataclass
-class Rollout:
-    """A scored trajectory: the engine's :class:`Trajectory`, its prompt example, reward and group."""
-
-    trajectory: Trajectory
-    example: Any
-    reward: float
-    group_id: int
-    response: str
+from scale.learner.distributed import all_reduce_sum, data_parallel_scale, gather_batch
+from scale.learner.logprobs import chunked_token_log_probs
+from scale.learner.model import hidden_states
+from scale.rollouts.trajectory import Rollout, Trajectory
 
 
 @dataclass

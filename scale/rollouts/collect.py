@@ -3,22 +3,21 @@
 :func:`collect` is what a rollout worker (or the synchronous loop) does for one engine call: encode
 the prompts, repeat each ``group_size`` times (GRPO's siblings share a ``group_id``), generate, score
 each trajectory. A trajectory whose reward function fails is dropped and counted when
-``on_reward_error="drop"``; otherwise :class:`scale.rewards.RewardError` names the prompt.
+``on_reward_error="drop"``; otherwise :class:`scale.rollouts.rewards.RewardError` names the prompt.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from scale.data import PromptExample
-from scale.engine.base import RolloutEngine, SamplingParams, Trajectory
-from scale.learner import Rollout
-from scale.rewards import score
-from scale.tokenizer import Tokenizer
-from scale.tools import generate_with_tools
+from scale.rollouts.prompts import PromptExample
+from scale.rollouts.rewards import score
+from scale.rollouts.tokenizer import Tokenizer
+from scale.rollouts.tools import generate_with_tools
+from scale.rollouts.trajectory import Rollout, RolloutEngine, SamplingParams, Trajectory
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,7 @@ def evaluate(
     *, batch_size: int = 256,
 ) -> dict[str, float]:
     """Mean reward (accuracy for 0/1 rewards), mean length and tool calls over ``examples``, one sample each."""
-    single = RolloutSettings(settings.sampling, settings.reward_fn, 1, settings.tools, settings.max_turns,
-                             settings.on_reward_error)
+    single = replace(settings, group_size=1)
     counter = itertools.count()
     rewards, lengths, calls, truncated = [], [], [], []
     for start in range(0, len(examples), batch_size):

@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from flashsim.validation import check_int, check_real
+
 
 def _logits(hidden: Tensor, weight: Tensor, bias: Tensor | None, temperature: float) -> Tensor:
     """``F.linear(hidden, weight, bias) / temperature`` in float32 or wider (a fresh buffer, safe to modify)."""
@@ -125,10 +127,8 @@ def chunked_token_log_probs(
         raise ValueError(f"hidden {tuple(hidden.shape)} must be tokens {tuple(tokens.shape)} plus a hidden axis")
     if weight.ndim != 2 or weight.shape[1] != hidden.shape[-1]:
         raise ValueError(f"weight must be [V, {hidden.shape[-1]}]; got {tuple(weight.shape)}")
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0; got {temperature}")
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be ≥ 1; got {chunk_size}")
+    check_real("temperature", temperature, low=0.0, low_inclusive=False)
+    check_int("chunk_size", chunk_size, low=1)
     leading = tokens.shape
     rows, flat_tokens = hidden.reshape(-1, hidden.shape[-1]), tokens.reshape(-1)
     log_probs, entropies = _ChunkedLogProbs.apply(rows, weight, bias, flat_tokens, float(temperature), chunk_size)

@@ -2,19 +2,18 @@
 
 Everything ``scale`` needs from a causal LM is the Hugging Face surface: ``model.base_model`` (the
 decoder returning ``last_hidden_state``), ``model.get_output_embeddings()`` (the LM head, a ``Linear``
-whose rows are the vocabulary), and incremental decoding with a KV cache. Models that post-process
-their logits (soft-capping, logit scaling) are refused, because the chunked log-probs apply the LM head
-themselves and would silently disagree with the engine.
+whose rows are the vocabulary), and incremental decoding with a KV cache (the transformers engine).
+Models that post-process their logits (soft-capping, logit scaling) are refused, because the chunked
+log-probs apply the LM head themselves and would silently disagree with the engine.
 """
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 
-from scale.tokenizer import HFTokenizer, Tokenizer
+from scale.rollouts.tokenizer import HFTokenizer, Tokenizer
 
 _LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "output_multiplier_scale")
 
@@ -84,19 +83,6 @@ def check_supported(model: Any) -> None:
     head = model.get_output_embeddings()
     if not isinstance(head, torch.nn.Linear):
         raise ValueError(f"expected the output embedding to be torch.nn.Linear; got {type(head).__name__}")
-
-
-def cache_keyword(model: Any) -> str:
-    """Name of the KV-cache argument of ``model.forward`` (``cache`` in transformers ≥ 5.2x, else
-    ``past_key_values``)."""
-    parameters = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in parameters else "past_key_values"
-
-
-def output_cache(output: Any) -> Any:
-    """The KV cache in a model output, under either name."""
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values
 
 
 def hidden_states(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
