@@ -110,8 +110,8 @@ class RolloutConfig:
     """Permit top_p < 1 / top_k > 0 despite the biased ratios."""
     group_size: int | None = None
     """Trajectories per prompt; default 1 for batch-centred losses, 8 for group losses (GRPO)."""
-    tools: bool = True
-    """Let the model call the calculator (multi-turn trajectories)."""
+    tools: bool = False
+    """Let the model call the synthetic task's calculator (``<calc>expr</calc>``, multi-turn trajectories)."""
     max_turns: int = 3
     """Most assistant turns per trajectory when tools are on."""
     reward: str = "math"

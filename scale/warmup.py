@@ -69,6 +69,8 @@ def warmup(
     """
     if steps < 0 or batch_size < 1 or not lr > 0:
         raise ValueError(f"need steps ≥ 0, batch_size ≥ 1, lr > 0; got {steps}, {batch_size}, {lr}")
+    if steps == 0:  # nothing to train on: prompt files without demonstrations are fine
+        return []
     demos = [demonstration(e, tokenizer) for e in examples]
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
