@@ -6,8 +6,8 @@
 #   bash scale/examples/gpu_smoke.sh /path/to/Qwen2.5-0.5B-Instruct [OUT]
 #
 # MODEL_DIR must be a local directory (config.json, safetensors, tokenizer): nothing is downloaded.
-# The synthetic arithmetic prompts are used without warm-up and without the calculator (a Hugging Face
-# tokenizer splits "</calc>" into several tokens; the vLLM engine stops on single token ids only).
+# The synthetic arithmetic prompts are used without warm-up and without the calculator (rollout.tools is
+# off unless asked for).
 set -euo pipefail
 MODEL_DIR=${1:?usage: gpu_smoke.sh MODEL_DIR [OUT]}
 OUT=${2:-runs/gpu_smoke}
@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 
 python -m scale train --model "$MODEL_DIR" --engine vllm --out "$OUT" \
   --set model.device=cuda --set model.dtype=bfloat16 \
-  --set warmup.steps=0 --set rollout.tools=false --set rollout.max_new_tokens=256 \
+  --set warmup.steps=0 --set rollout.max_new_tokens=256 \
   --set train.updates=10 --set train.batch_size=64 --set train.microbatch_size=16 --set train.learning_rate=1e-6 \
   --set loop.trajectories_per_call=32 --set loop.queue_size=64 --set loop.threads=null \
   --set data.num_test=128 --set eval.every=10 --set eval.greedy=false \

@@ -113,8 +113,8 @@ class RolloutConfig:
     group_size: int | None = None
     """Trajectories per prompt (null: the loss's, ``LOSSES[train.loss].group_size``: 8 for GRPO, RLOO and
     Dr. GRPO, 1 otherwise)."""
-    tools: bool = True
-    """Let the model call the calculator (multi-turn trajectories)."""
+    tools: bool = False
+    """Let the model call the synthetic task's calculator (``<calc>expr</calc>``, multi-turn trajectories)."""
     max_turns: int = 3
     """Most assistant turns per trajectory when tools are on."""
     reward: str = "math"

@@ -71,6 +71,8 @@ def warmup(
     check_int("steps", steps, low=0)
     check_int("batch_size", batch_size, low=1)
     check_real("lr", lr, low=0.0, low_inclusive=False)
+    if steps == 0:  # nothing to train on: prompt files without demonstrations are fine
+        return []
     demos = [demonstration(e, tokenizer) for e in examples]
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

