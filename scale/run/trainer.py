@@ -96,7 +96,8 @@ class Trainer:
         w, p = self.config.warmup, self.parts
         start = time.perf_counter()
         bar = ProgressBar(w.steps, description="warm-up", unit="step", enabled=self.config.log.progress)
-        losses = warmup(p.model, p.tokenizer, p.train_examples, steps=w.steps, batch_size=w.batch_size, lr=w.learning_rate,
+        losses = warmup(p.model, p.tokenizer, p.train_examples, steps=w.steps, batch_size=w.batch_size,
+                        lr=w.learning_rate,
                         rng=np.random.default_rng([self.config.seed, 1]), chunk_size=self.config.train.chunk_size,
                         callback=lambda step, loss: bar.advance(loss=f"{loss:.3f}"))
         bar.close()
