@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from flashsim.validation import check_divisible
 from scale.rollouts.tokenizer import HFTokenizer, Tokenizer
 
 _LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "output_multiplier_scale")
@@ -35,8 +36,7 @@ def build_tiny_model(
     """
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    if hidden_size % num_heads:
-        raise ValueError(f"hidden_size ({hidden_size}) must be divisible by num_heads ({num_heads})")
+    check_divisible("hidden_size", hidden_size, by="num_heads", divisor=num_heads)
     config = LlamaConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=hidden_size,

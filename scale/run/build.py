@@ -29,7 +29,7 @@ from scale.rollouts.rewards import resolve_reward
 from scale.rollouts.sources import AsyncRollouts, SyncRollouts
 from scale.rollouts.tokenizer import CharTokenizer, Tokenizer
 from scale.rollouts.trajectory import RolloutEngine
-from scale.run.config import Config, sampling_params
+from scale.run.config import Config
 
 VLLM_GPU_MEMORY_FRACTION = 0.35
 """Share of GPU memory a vLLM engine may take (weights + KV cache) when it shares the GPU with the learner,
@@ -66,7 +66,7 @@ def build(config: Config) -> Parts:
     model, tokenizer = build_model(config)
     train_examples, test_examples = build_data(config)
     r, t, lp = config.rollout, config.train, config.loop
-    settings = RolloutSettings(sampling_params(config), resolve_reward(r.reward), config.group_size, r.tools,
+    settings = RolloutSettings(config.rollout.sampling_params(), resolve_reward(r.reward), config.group_size, r.tools,
                                r.max_turns, r.on_reward_error)
     optimizer = torch.optim.AdamW(model.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
     ramp = max(t.lr_warmup_updates, 1)

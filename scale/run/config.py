@@ -19,7 +19,7 @@ from typing import Any
 import flashsim.config as configs
 from flashsim.config import FORMER
 from flashsim.losses import LOSSES
-from flashsim.validation import check_choice, check_int, check_real, check_str
+from flashsim.validation import check_choice, check_divisible, check_int, check_real, check_str
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
@@ -51,8 +51,8 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for name in ("hidden_size", "num_layers", "num_heads", "intermediate_size", "max_positions"):
             check_int(name, getattr(self, name), low=1)
-        if self.name == "tiny" and self.hidden_size % self.num_heads:
-            raise ValueError(f"hidden_size must be divisible by num_heads ({self.num_heads}), got {self.hidden_size}")
+        if self.name == "tiny":
+            check_divisible("hidden_size", self.hidden_size, by="num_heads", divisor=self.num_heads)
 
 
 @dataclass(frozen=True)
@@ -282,11 +282,6 @@ class Config:
         return LOSSES[self.train.loss].group_size
 
 
-def sampling_params(config: Config) -> SamplingParams:
-    """The training sampler described by ``config.rollout``."""
-    return config.rollout.sampling_params()
-
-
 def load_config(
     path: str | Path | None = None, overrides: Iterable[str] = (),
     flags: Sequence[tuple[str, Any, bool]] = (),
@@ -295,7 +290,3 @@ def load_config(
     ``(path, value, is_text)`` from the generated flags (:func:`flashsim.config.load`; see the module docstring)."""
     return configs.load(Config, path, overrides, flags)
 
-
-def to_dict(config: Config) -> dict[str, Any]:
-    """Plain nested dict (for YAML, checkpoints and logs); :func:`load_config` reads it back."""
-    return configs.to_dict(config)

@@ -26,13 +26,14 @@ import numpy as np
 import torch
 import yaml
 
+from flashsim.config import to_dict
 from flashsim.io import SUMMARY, ProgressBar, RunDirectory
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
 from scale.rollouts.collect import evaluate
 from scale.rollouts.sources import lag_metrics
 from scale.rollouts.trajectory import Rollout, RolloutEngine, SamplingParams
 from scale.run.build import EVAL_SEED_OFFSET, build, build_source
-from scale.run.config import Config, to_dict
+from scale.run.config import Config
 from scale.run.warmup import warmup
 
 CHECKPOINT, CONFIG = "checkpoint/state.pt", "config.yaml"
