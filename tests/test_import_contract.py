@@ -21,7 +21,9 @@ FORBIDDEN = {
                             "flashsim.experiments", "flashsim.cli", "toy_envs", "scale", "numpy", "gymnasium"),
     "toy_envs": ("flashsim", "scale", "torch"),
     # Foundation modules that every layer (and scale) may use: they import no flashsim layer.
-    "src/flashsim/validation.py": ("flashsim", "toy_envs", "scale", "torch", "numpy"),
+    # validation.py's tensor checks (the losses' inputs) import torch inside the functions, so importing it
+    # stays standard-library only: test_validation_imports_no_torch checks that in a fresh process.
+    "src/flashsim/validation.py": ("flashsim", "toy_envs", "scale", "numpy"),
     "src/flashsim/config.py": _LAYERS + ("flashsim.io", "toy_envs", "scale", "torch", "numpy"),
     "src/flashsim/io.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale"),
     "src/flashsim/policies.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
@@ -63,3 +65,13 @@ def test_layer_imports_nothing_from_the_layers_above_it(layer):
                 if name == banned or name.startswith(banned + "."):
                     violations.append(f"{path.relative_to(ROOT)} imports {name}")
     assert not violations, "layer contract broken:\n" + "\n".join(sorted(set(violations)))
+
+
+def test_validation_imports_no_torch():
+    """Every layer (and the CLI, before it knows whether it needs torch) may import validation cheaply."""
+    import subprocess
+    import sys
+
+    code = "import sys, flashsim.validation; print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

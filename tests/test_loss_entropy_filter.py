@@ -13,8 +13,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from flashsim.losses import flash_reinforce_loss, get_loss, negative_token_filter, policy_loss
+from flashsim.losses import batch_centered, flash_reinforce_loss, get_loss, negative_token_filter
 from flashsim.testing import evaluate_loss, evaluate_sharded_loss, filter_inputs, random_loss_batch
+from tests.corrections import correction_loss
 
 TIGHT = {"rtol": 1e-12, "atol": 1e-15}
 NAN = math.nan
@@ -100,12 +101,12 @@ def test_a_rejected_failed_row_stays_rejected_and_the_others_keep_their_filtered
     assert_close(grad, expected, **TIGHT)
 
 
-@pytest.mark.parametrize("correction", ["ppo_clip", "truncated_is", "token_gate", "ratio_mask", "none"])
+@pytest.mark.parametrize("correction", ["truncated_is", "token_gate", "ratio_mask", "none"])
 def test_every_correction_gives_dropped_tokens_exactly_zero_gradient(correction):
     current, behavior, rewards = batch(drift=0.3)
     advantages = torch.tensor([-0.5, 1.0, -0.5], dtype=torch.float64)
-    loss, stats = policy_loss(current, behavior, MASK, advantages, correction=correction, negative_token_fraction=0.3,
-                              entropies=ENTROPIES, failures=FAILURES)
+    loss, stats = correction_loss(current, behavior, MASK, advantages, correction=correction,
+                                  negative_token_fraction=0.3, entropies=ENTROPIES, failures=FAILURES)
     (grad,) = torch.autograd.grad(loss, current)
     dropped = MASK & ~negative_token_filter(ENTROPIES, FAILURES, MASK, 0.3)
     assert torch.equal(grad[dropped], torch.zeros_like(grad[dropped]))
@@ -126,9 +127,9 @@ def test_shards_with_global_advantages_and_denominators_add_up_with_the_filter()
 
 def test_the_registry_entry_is_flash_reinforce_with_q_of_one_fifth():
     data = random_loss_batch(torch.Generator().manual_seed(4), batch_size=8, width=5, drift=0.1)
-    spec = get_loss("entropy_filter").spec
-    assert (spec.advantage, spec.correction, spec.aggregation, spec.negative_token_fraction) == (
-        "batch_centered", "sequence_gate", "sample_mean", 0.2)
+    spec = get_loss("entropy_filter")
+    assert (spec.loss, spec.advantage, spec.options) == (flash_reinforce_loss, batch_centered,
+                                                         {"negative_token_fraction": 0.2})
     loss, gradient, _ = evaluate_loss("entropy_filter", data)
     expected, expected_gradient, _ = evaluate_loss("flash_reinforce_loss", data, negative_token_fraction=0.2,
                                                    **filter_inputs(data))

@@ -23,8 +23,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from flashsim.losses import AGGREGATIONS, CORRECTIONS, bernoulli_kl, policy_loss, sampled_action_kl, sequence_mean
+from flashsim.losses import AGGREGATIONS, bernoulli_kl, sampled_action_kl, sequence_mean
 from flashsim.testing import random_loss_batch
+from tests.corrections import CORRECTIONS, correction_loss
 
 TIGHT = {"rtol": 1e-12, "atol": 1e-15}
 DELTA, CLIP, TIS_CAP, BAND = 4e-3, 0.2, 1.2, (0.8, 1.25)
@@ -62,10 +63,16 @@ def plain_autograd_loss(log_probs, behavior, mask, advantages, *, correction, ag
 
 
 def library_loss(log_probs, behavior, mask, advantages, *, correction, aggregation, **options):
-    return policy_loss(
-        log_probs, behavior, mask, advantages, correction=correction, aggregation=aggregation, delta=DELTA,
-        clip_eps=CLIP, tis_cap=TIS_CAP, ratio_bounds=BAND, **options,
-    )
+    return correction_loss(log_probs, behavior, mask, advantages, correction=correction, aggregation=aggregation,
+                           **knobs(correction, delta=DELTA, tis_cap=TIS_CAP, ratio_bounds=BAND), **options)
+
+
+def knobs(correction, *, delta, tis_cap=2.0, ratio_bounds=(0.5, 2.0)):
+    """The hyperparameters that ``correction`` takes: PPO's clip, or δ plus its own cap or band."""
+    if correction == "ppo_clip":
+        return {"clip_eps": CLIP}
+    return {"delta": delta} | {"truncated_is": {"tis_cap": tis_cap}, "ratio_mask": {"ratio_bounds": ratio_bounds}}.get(
+        correction, {})
 
 
 def stale_batch(seed=0, batch_size=12, width=9, drift=0.5):
@@ -135,8 +142,8 @@ def test_gradcheck_accepts_the_loss_wherever_its_value_and_gradient_agree(correc
     behavior, mask = batch.behavior_log_probs, batch.action_mask
 
     def loss(log_probs):
-        return policy_loss(log_probs, behavior, mask, advantages, correction=correction, aggregation=aggregation,
-                           delta=0.05, ratio_bounds=(0.7, 1.4), **options)[0]
+        return correction_loss(log_probs, behavior, mask, advantages, correction=correction, aggregation=aggregation,
+                               **(knobs(correction, delta=0.05, ratio_bounds=(0.7, 1.4)) | options))[0]
 
     assert torch.autograd.gradcheck(loss, (batch.leaf(),), eps=1e-7, atol=1e-9)
 
@@ -145,10 +152,11 @@ def test_double_backward_works_and_a_loss_linear_in_log_pi_has_zero_second_deriv
     """Plain autograd supports a Hessian-vector product (the former fused Function refused it)."""
     batch, advantages = stale_batch()
     leaf = batch.leaf()
-    loss, _ = policy_loss(leaf, batch.behavior_log_probs, batch.action_mask, advantages, importance_sampling=False)
+    loss, _ = correction_loss(leaf, batch.behavior_log_probs, batch.action_mask, advantages,
+                              correction="sequence_gate", importance_sampling=False)
     (gradient,) = torch.autograd.grad(loss, leaf, create_graph=True)
     assert not gradient.requires_grad  # w · A · u does not depend on log π: the Hessian is zero
-    loss, _ = policy_loss(leaf, batch.behavior_log_probs, batch.action_mask, advantages, correction="ppo_clip")
+    loss, _ = correction_loss(leaf, batch.behavior_log_probs, batch.action_mask, advantages, correction="ppo_clip")
     (gradient,) = torch.autograd.grad(loss, leaf, create_graph=True)
     (second,) = torch.autograd.grad(gradient.sum(), leaf)
     assert_close(second, gradient, **TIGHT)  # d/dℓ (−r A u) = −r A u where the clip is inactive, 0 where active
@@ -159,7 +167,8 @@ def test_a_row_without_policy_tokens_adds_nothing_when_validation_is_off():
     mask = batch.action_mask.clone()
     mask[3] = False
     leaf = batch.leaf()
-    loss, stats = policy_loss(leaf, batch.behavior_log_probs, mask, advantages, validate=False)
+    loss, stats = correction_loss(leaf, batch.behavior_log_probs, mask, advantages, correction="sequence_gate",
+                                  validate=False)
     loss.backward()
     assert torch.isfinite(loss) and bool(torch.isfinite(leaf.grad).all())
     assert torch.equal(leaf.grad[3], torch.zeros_like(leaf.grad[3]))
@@ -173,7 +182,7 @@ def test_an_overflowing_ratio_on_a_rejected_trajectory_gives_it_zero_gradient():
     row, token = 0, int(batch.action_mask[0].nonzero()[0])
     behavior[row, token] = batch.log_probs[row, token] - 800.0  # ρ = e^800 = inf, KL huge: rejected
     leaf = batch.leaf()
-    loss, stats = policy_loss(leaf, behavior, batch.action_mask, advantages)
+    loss, stats = correction_loss(leaf, behavior, batch.action_mask, advantages, correction="sequence_gate")
     loss.backward()
     assert not bool(stats["admitted"][row]) and torch.isfinite(loss)
     assert torch.equal(leaf.grad[row], torch.zeros_like(leaf.grad[row]))
@@ -181,7 +190,8 @@ def test_an_overflowing_ratio_on_a_rejected_trajectory_gives_it_zero_gradient():
 
 def test_sampled_action_kl_and_sequence_mean_reproduce_the_loss_stats_exactly():
     batch, advantages = stale_batch(batch_size=7)
-    _, stats = policy_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages)
+    _, stats = correction_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages,
+                               correction="sequence_gate")
     token_kl = sampled_action_kl(batch.log_probs, batch.behavior_log_probs, batch.action_mask)
     assert torch.equal(sequence_mean(token_kl, batch.action_mask), stats["sequence_kl"])
 

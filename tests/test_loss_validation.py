@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from flashsim.losses import flash_reinforce_loss, get_loss, grpo_loss, policy_loss
+from flashsim.losses import flash_reinforce_loss, get_loss, grpo_loss
 
 
 def good():
@@ -119,22 +119,21 @@ def test_grpo_loss_rejects_bad_arguments(options, error, message):
         )
 
 
-POLICY_CASES = [
-    ("unknown correction", {"correction": "clip"}, ValueError, "correction must be one of"),
-    ("zero TIS cap", {"correction": "truncated_is", "tis_cap": 0.0}, ValueError, "tis_cap must lie in"),
-    ("inverted ratio band", {"correction": "ratio_mask", "ratio_bounds": (2.0, 0.5)}, ValueError,
+ABLATION_CASES = [
+    ("zero TIS cap", {"gate": "none", "tis_cap": 0.0}, ValueError, "tis_cap must lie in"),
+    ("inverted ratio band", {"gate": "none", "ratio_bounds": (2.0, 0.5)}, ValueError,
      r"ratio_bounds\[1\] must lie in"),
-    ("ratio band not a pair", {"correction": "ratio_mask", "ratio_bounds": 2.0}, TypeError, "ratio_bounds must be"),
+    ("ratio band not a pair", {"gate": "none", "ratio_bounds": 2.0}, TypeError, "ratio_bounds must be"),
 ]
 
 
-@pytest.mark.parametrize("options, error, message", [c[1:] for c in POLICY_CASES], ids=[c[0] for c in POLICY_CASES])
-def test_policy_loss_rejects_bad_corrections(options, error, message):
+@pytest.mark.parametrize("options, error, message", [c[1:] for c in ABLATION_CASES], ids=[c[0] for c in ABLATION_CASES])
+def test_flash_reinforce_loss_rejects_bad_ablation_options(options, error, message):
     kwargs = good()
     with pytest.raises(error, match=message):
-        policy_loss(
-            kwargs["log_probs"], kwargs["behavior_log_probs"], kwargs["action_mask"],
-            torch.zeros(2, dtype=torch.float64), **options,
+        flash_reinforce_loss(
+            kwargs["log_probs"], kwargs["behavior_log_probs"], None, kwargs["action_mask"],
+            advantages=torch.zeros(2, dtype=torch.float64), **options,
         )
 
 

@@ -20,8 +20,8 @@ from flashsim.losses import (
     flash_reinforce_loss,
     get_loss,
     grpo_loss,
-    policy_loss,
 )
+from tests.corrections import correction_loss
 
 B, T = 6, 7
 LENGTHS = [7, 3, 5, 1, 6, 2]
@@ -120,7 +120,8 @@ def test_flash_reinforce_loss_value_matches_the_paper_formula():
 def test_tis_and_ratio_mask_gradients_match_the_formula(correction):
     current, behavior, rewards, mask = make_batch(drift=0.6)
     adv = batch_centered_by_hand(rewards)
-    loss, stats = policy_loss(current, behavior, mask, adv, correction=correction, tis_cap=1.2, ratio_bounds=(0.7, 1.3))
+    band = {"tis_cap": 1.2} if correction == "truncated_is" else {"ratio_bounds": (0.7, 1.3)}
+    loss, stats = correction_loss(current, behavior, mask, adv, correction=correction, **band)
     (grad,) = torch.autograd.grad(loss, current)
     expected = expected_reinforce_grad(
         current, behavior, adv, correction=correction, mode="sample_mean", delta=0.0, cap=1.2, band=(0.7, 1.3)
@@ -230,7 +231,7 @@ def test_every_registered_loss_runs_and_returns_detached_stats():
     current, behavior, rewards, mask = make_batch(drift=0.08)
     groups = torch.tensor([0, 0, 1, 1, 2, 2])
     for name in LOSSES:
-        needs = get_loss(name).spec.needs_entropies
+        needs = get_loss(name).needs_entropies()
         extra = {"entropies": torch.where(mask, -behavior, 0.0), "failures": rewards <= 0} if needs else {}
         loss, stats = get_loss(name)(current, behavior, rewards, mask, groups, **extra)
         assert torch.isfinite(loss), name
@@ -333,11 +334,11 @@ def test_grpo_std_eps_is_the_epsilon_added_to_the_group_std(std_eps):
                  rtol=1e-12, atol=1e-15)
 
 
-def test_get_loss_returns_a_named_callable_with_its_spec():
+def test_get_loss_returns_the_row_that_calls_the_public_function():
     loss_fn = get_loss("dr_grpo")
-    assert loss_fn.name == "dr_grpo" and loss_fn.spec is LOSSES["dr_grpo"]
-    assert repr(loss_fn) == "get_loss('dr_grpo')"
-    assert not hasattr(loss_fn, "func")  # not a functools.partial
+    assert loss_fn is LOSSES["dr_grpo"] and loss_fn.loss is grpo_loss
+    assert loss_fn.resolved()["aggregation"] == "seq_mean_token_sum_norm"
+    assert get_loss("flash_reinforce").loss is flash_reinforce_loss and get_loss("flash_reinforce").options == {}
 
 
 def test_log_ratio_clamp_keeps_the_clamped_weight_for_reinforce_terms_and_zeroes_ppo_outside_the_cap():
@@ -346,11 +347,11 @@ def test_log_ratio_clamp_keeps_the_clamped_weight_for_reinforce_terms_and_zeroes
     far = behavior.clone()
     far[0, 0] = current[0, 0].detach() - 5.0  # log ρ = 5 > cap 2
     adv = batch_centered_by_hand(rewards)
-    loss, stats = policy_loss(current, far, mask, adv, correction="none", log_ratio_clamp=2.0)
+    loss, stats = correction_loss(current, far, mask, adv, correction="none", log_ratio_clamp=2.0)
     (grad,) = torch.autograd.grad(loss, current)
     assert int(stats["num_log_ratio_clamped"]) == 1
     assert_close(grad[0, 0], torch.tensor(-math.exp(2.0) * float(adv[0]) / (B * LENGTHS[0]), dtype=torch.float64))
-    loss, _ = policy_loss(current, far, mask, adv, correction="ppo_clip", log_ratio_clamp=2.0, clip_eps=0.99)
+    loss, _ = correction_loss(current, far, mask, adv, correction="ppo_clip", log_ratio_clamp=2.0, clip_eps=0.99)
     (grad,) = torch.autograd.grad(loss, current)
     assert float(grad[0, 0]) == 0.0 and float(grad[0, 1]) != 0.0
 

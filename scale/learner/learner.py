@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from flashsim.losses import ADVANTAGES, LOSSES, get_loss
+from flashsim.losses import get_loss
 from scale.learner.distributed import all_reduce_sum, data_parallel_scale, gather_batch
 from scale.learner.logprobs import chunked_token_log_probs
 from scale.learner.model import hidden_states
@@ -153,7 +153,6 @@ class Learner:
         data_parallel: bool = False,
     ) -> None:
         self.loss_fn = get_loss(loss_name)
-        self.spec = LOSSES[loss_name]
         self.model, self.optimizer = model, optimizer
         self.loss_options = dict(loss_options or {})
         self._filters_tokens = self.loss_fn.needs_entropies(self.loss_options)
@@ -176,7 +175,7 @@ class Learner:
         num_tokens = sum(r.trajectory.num_actions for r in rollouts)
         # Advantages and denominators over the global batch (all ranks), then this rank's shard of them.
         batch_info = gather_batch(rewards, group_ids, num_tokens, data_parallel=self.data_parallel)
-        advantages = ADVANTAGES[self.spec.advantage](batch_info.rewards, batch_info.group_ids)
+        advantages = self.loss_fn.advantage(batch_info.rewards, batch_info.group_ids)
         advantages = advantages[batch_info.offset : batch_info.offset + len(rollouts)]
         scale = data_parallel_scale(self.data_parallel)
         size = self.microbatch_size or len(rollouts)

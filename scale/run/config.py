@@ -271,6 +271,7 @@ class Config:
                             ("loop.trajectories_per_call", self.loop.trajectories_per_call)):
             if value % G:
                 raise ValueError(f"{name} must be a multiple of the group size {G}; got {value}")
+        LOSSES[self.train.loss].check_options(self.train.loss_options, "train.loss_options")
         if LOSSES[self.train.loss].needs_groups and G < 2:
             raise ValueError(f"rollout.group_size must be >= 2 for {self.train.loss} (group advantages); got {G}")
 

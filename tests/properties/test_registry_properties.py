@@ -4,10 +4,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashsim.losses import CORRECTIONS, LOSSES, get_loss
+from flashsim.losses import GATES, LOSSES, flash_reinforce_loss, get_loss, grpo_loss
 from flashsim.testing import aggregations, evaluate_loss, filter_inputs, loss_batches, loss_names
 
-# The stats documented in flashsim.losses.policy_loss (Returns).
+# The stats documented in flashsim.losses.flash_reinforce_loss (Returns).
 PER_TRAJECTORY_STATS = ("advantages", "sequence_kl", "admitted")
 SCALAR_STATS = (
     "loss", "acceptance_rate", "token_acceptance_rate", "ess", "ess_fraction", "clip_fraction",
@@ -33,30 +33,27 @@ def test_every_registered_loss_gives_a_finite_loss_gradient_and_the_documented_s
     assert 0.0 < float(stats["ess_fraction"]) <= 1.0 + 1e-12
 
 
-@given(loss_batches(), loss_names(registry_only=True), st.sampled_from(CORRECTIONS), aggregations())
-def test_every_registered_loss_accepts_any_correction_and_aggregation_override(batch, name, correction, aggregation):
-    loss, _, stats = evaluate_loss(name, batch, correction=correction, aggregation=aggregation)
+@given(loss_batches(), loss_names(registry_only=True), st.sampled_from(GATES), aggregations())
+def test_every_registered_loss_accepts_an_aggregation_override_and_flash_rows_a_gate(batch, name, gate, aggregation):
+    options = {"aggregation": aggregation} | ({"gate": gate} if LOSSES[name].loss is flash_reinforce_loss else {})
+    loss, _, stats = evaluate_loss(name, batch, **options)
     assert torch.isfinite(loss)
     assert stats["advantages"].shape == (batch.batch_size,)
 
 
-COMPOSED = {("batch_centered", "sequence_gate"): "flash_reinforce_loss", ("group_normalized", "ppo_clip"): "grpo_loss"}
-SAME_AXES = [name for name, spec in LOSSES.items() if (spec.advantage, spec.correction) in COMPOSED]
-
-
-@given(loss_batches(), st.sampled_from(SAME_AXES))
-def test_a_registered_loss_is_the_composed_loss_with_the_same_axes(batch, name):
-    """The registry only picks a combination of axes: the same axes through flash/grpo give the same loss."""
-    spec = get_loss(name).spec
-    assert spec is LOSSES[name]
-    same_filter = {"negative_token_fraction": spec.negative_token_fraction, **filter_inputs(batch)}
-    expected_loss, expected_gradient, _ = evaluate_loss(
-        COMPOSED[spec.advantage, spec.correction], batch, aggregation=spec.aggregation,
-        **(same_filter if spec.needs_entropies else {}),
-    )
+@given(loss_batches(), loss_names(registry_only=True))
+def test_a_registered_loss_is_its_public_function_with_its_options_and_advantages(batch, name):
+    """A row is data: calling it is calling flash_reinforce_loss or grpo_loss, bit for bit."""
+    spec = get_loss(name)
+    leaf = batch.leaf()
+    extra = filter_inputs(batch) if spec.needs_entropies() else {}
+    advantages = spec.advantage(batch.rewards, batch.group_ids)
+    expected, _ = spec.loss(leaf, batch.behavior_log_probs, None, batch.action_mask, advantages=advantages,
+                            **spec.options, **extra)
+    (expected_gradient,) = torch.autograd.grad(expected, leaf)
     loss, gradient, _ = evaluate_loss(name, batch)
-    assert torch.equal(loss, expected_loss) and torch.equal(gradient, expected_gradient)
+    assert torch.equal(loss, expected.detach()) and torch.equal(gradient, expected_gradient)
 
 
-def test_the_registry_has_losses_that_match_each_composed_loss():
-    assert {"flash_reinforce", "token_mean", "grpo"} <= set(SAME_AXES)
+def test_every_row_calls_one_of_the_two_public_losses():
+    assert {spec.loss for spec in LOSSES.values()} == {flash_reinforce_loss, grpo_loss}

@@ -28,7 +28,8 @@ def same_batches(tables, policy, behavior, name, *, grouped, budget=8, num_batch
         torch_tables, num_batches=num_batches, budget=budget, group_size=group_size, replicates=2,
         generator=generator,
     )
-    options = {"delta": 3e-3, "max_tokens": tables.horizon}
+    gate = {"delta": 3e-3} if "delta" in get_loss(name).resolved() else {}  # GRPO's clip has no δ
+    options = {**gate, "max_tokens": tables.horizon}
     group_ids = design.group_ids if grouped else None
     dynamics = toy_envs.TabularDynamics(tables)
     problem = Problem(dynamics, policy, behavior_snapshot(behavior), get_loss(name), group_ids, options)

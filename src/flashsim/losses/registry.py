@@ -1,130 +1,52 @@
-"""The loss registry: every algorithm and ablation as a named combination of the three axes.
+"""Every algorithm and ablation by name: one row of plain data each, calling the loss users read.
 
-``get_loss(name)`` returns a :class:`RegisteredLoss`, a callable with one signature for all of them::
-
-    loss_fn(log_probs, behavior_log_probs, rewards, action_mask, group_ids=None, **options) -> (loss, stats)
-
-where ``options`` are keyword arguments of :func:`flashsim.losses.policy_loss` (``delta``,
-``clip_eps``, ``num_sequences``, ``advantages``, ``entropies`` ...) and may override the entry's
-``aggregation``, ``correction`` or ``negative_token_fraction``. An ablation is a new row of
-:data:`LOSSES`, never a new copy of a loss.
+A row is a :class:`~flashsim.losses.loss.LossSpec`: which loss function (:func:`flash_reinforce_loss`
+or :func:`grpo_loss`), which advantage estimator, and the named options it fixes. Calling a row is
+calling that function, so training runs exactly the code of the formula. An ablation is a new row,
+never a new copy of a loss. The simulator's ``--algo`` and ``scale``'s ``train.loss`` take these names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from flashsim.losses.grpo import group_centered, group_normalized, grpo_loss, leave_one_out
+from flashsim.losses.loss import LossSpec, batch_centered, flash_reinforce_loss, positive_only
+from flashsim.validation import check_choice
 
-from torch import Tensor
-
-from flashsim.losses._checks import check_choice
-from flashsim.losses.advantages import ADVANTAGES, GROUPED_ADVANTAGES
-from flashsim.losses.composed import resolve_advantages
-from flashsim.losses.policy_loss import policy_loss
-
-
-@dataclass(frozen=True)
-class LossSpec:
-    """One combination of the axes: advantage estimator, correction / trust region, aggregation.
-
-    ``negative_token_fraction`` below 1 turns on the negative-token entropy filter, so the loss then
-    needs ``entropies=`` and ``failures=`` (:attr:`needs_entropies`).
-    """
-
-    advantage: str
-    correction: str
-    aggregation: str
-    description: str
-    negative_token_fraction: float = 1.0
-    group_size: int = 1
-    """Rollouts per prompt G that the algorithm samples by default (8 for the GRPO family, 1 otherwise)."""
-
-    @property
-    def needs_groups(self) -> bool:
-        """True when the advantage can only be formed from sibling rollouts (GRPO-style groups)."""
-        return self.advantage in GROUPED_ADVANTAGES
-
-    @property
-    def needs_entropies(self) -> bool:
-        """True when the loss needs per-token ``entropies`` and per-trajectory ``failures``."""
-        return self.negative_token_fraction < 1
-
+FR, GRPO = flash_reinforce_loss, grpo_loss
 
 LOSSES: dict[str, LossSpec] = {
-    "flash_reinforce": LossSpec("batch_centered", "sequence_gate", "sample_mean", "FlashREINFORCE (the paper)"),
-    "token_gate": LossSpec("batch_centered", "token_gate", "sample_mean", "token-local gate instead of sequence"),
-    "no_gate": LossSpec("batch_centered", "none", "sample_mean", "token IS ratios, no trust region"),
-    "token_mean": LossSpec("batch_centered", "sequence_gate", "token_mean", "DAPO's token-mean aggregation"),
-    "positive_only": LossSpec("positive_only", "sequence_gate", "sample_mean", "A = R, no baseline"),
-    "entropy_filter": LossSpec(
-        "batch_centered", "sequence_gate", "sample_mean",
-        "failed trajectories keep their 20% highest-entropy tokens", negative_token_fraction=0.2,
-    ),
-    "ppo_clip": LossSpec("batch_centered", "ppo_clip", "sample_mean", "PPO clip instead of the gate"),
-    "tis": LossSpec("batch_centered", "truncated_is", "sample_mean", "truncated IS (cap C) instead of the gate"),
-    "ratio_mask": LossSpec("batch_centered", "ratio_mask", "sample_mean", "IcePop-style ratio-band token mask"),
-    "rloo": LossSpec("leave_one_out", "none", "seq_mean_token_sum", "RLOO: leave-one-out baseline, unbiased",
-                     group_size=8),
-    "grpo": LossSpec("group_normalized", "ppo_clip", "token_mean", "GRPO advantage and clip, DAPO's token-mean",
-                     group_size=8),
-    "dr_grpo": LossSpec("group_centered", "ppo_clip", "seq_mean_token_sum_norm", "Dr. GRPO (Liu et al. 2025)",
-                        group_size=8),
+    "flash_reinforce": LossSpec(FR, batch_centered, "FlashREINFORCE (the paper)"),
+    "token_gate": LossSpec(FR, batch_centered, "token-local gate instead of sequence", {"gate": "token"}),
+    "no_gate": LossSpec(FR, batch_centered, "token IS ratios, no trust region", {"gate": "none"}),
+    "token_mean": LossSpec(FR, batch_centered, "DAPO's token-mean aggregation", {"aggregation": "token_mean"}),
+    "positive_only": LossSpec(FR, positive_only, "A = R, no baseline"),
+    "entropy_filter": LossSpec(FR, batch_centered, "failed trajectories keep their 20% highest-entropy tokens",
+                               {"negative_token_fraction": 0.2}),
+    "ppo_clip": LossSpec(GRPO, batch_centered, "PPO clip instead of the gate", {"aggregation": "sample_mean"}),
+    "tis": LossSpec(FR, batch_centered, "truncated IS (cap C) instead of the gate", {"gate": "none", "tis_cap": 2.0}),
+    "ratio_mask": LossSpec(FR, batch_centered, "IcePop-style ratio-band token mask",
+                           {"gate": "none", "ratio_bounds": (0.5, 2.0)}),
+    "rloo": LossSpec(FR, leave_one_out, "RLOO: leave-one-out baseline, unbiased",
+                     {"gate": "none", "aggregation": "seq_mean_token_sum"}, group_size=8),
+    "grpo": LossSpec(GRPO, group_normalized, "GRPO advantage and clip, DAPO's token-mean", group_size=8,
+                     needs_groups=True),
+    "dr_grpo": LossSpec(GRPO, group_centered, "Dr. GRPO (Liu et al. 2025)", {"aggregation": "seq_mean_token_sum_norm"},
+                        group_size=8, needs_groups=True),
 }
-"""Every named loss. Keys are the names accepted by :func:`get_loss` and by the simulator's ``--algo``."""
+"""Every named loss. Keys are the names accepted by :func:`get_loss`, ``--algo`` and ``train.loss``."""
+
+ADVANTAGES = {
+    "batch_centered": batch_centered, "positive_only": positive_only, "group_normalized": group_normalized,
+    "group_centered": group_centered, "leave_one_out": leave_one_out,
+}
+"""The advantage estimators by name (each ``(rewards [B], group_ids [B] | None) -> [B]``)."""
 
 
-class RegisteredLoss:
-    """The loss registered as ``name``: :func:`policy_loss` with the axes of ``spec`` (see the module docstring).
-
-    Args:
-        name: its key in :data:`LOSSES`.
-        spec: its :class:`LossSpec`.
-    """
-
-    def __init__(self, name: str, spec: LossSpec) -> None:
-        self.name, self.spec = name, spec
-
-    def needs_entropies(self, options: Mapping[str, object]) -> bool:
-        """True when a call with ``options`` runs the negative-token entropy filter (``negative_token_fraction``
-        below 1, the entry's own or an override), so the caller must pass ``entropies`` and ``failures``."""
-        return options.get("negative_token_fraction", self.spec.negative_token_fraction) < 1
-
-    def __call__(
-        self,
-        log_probs: Tensor,
-        behavior_log_probs: Tensor,
-        rewards: Tensor | None,
-        action_mask: Tensor,
-        group_ids: Tensor | None = None,
-        *,
-        advantages: Tensor | None = None,
-        **options,
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        """``(loss, stats)`` as :func:`policy_loss`; advantages from ``rewards`` by ``spec.advantage`` unless given."""
-        if self.spec.needs_groups and group_ids is None and advantages is None:
-            raise ValueError(
-                f"{self.spec.advantage!r} advantages need group_ids [B] (which prompt each trajectory answers)"
-            )
-        advantages = resolve_advantages(
-            rewards, advantages, log_probs, ADVANTAGES[self.spec.advantage], group_ids,
-            validate=options.get("validate", True),
-        )
-        axes = {
-            "correction": self.spec.correction, "aggregation": self.spec.aggregation,
-            "negative_token_fraction": self.spec.negative_token_fraction,
-        }
-        return policy_loss(log_probs, behavior_log_probs, action_mask, advantages, **(axes | options))
-
-    def __repr__(self) -> str:
-        return f"get_loss({self.name!r})"
-
-
-def get_loss(name: str) -> RegisteredLoss:
+def get_loss(name: str) -> LossSpec:
     """The loss registered under ``name`` (see :data:`LOSSES`); unknown names list the valid ones.
 
-    >>> loss_fn = get_loss("flash_reinforce")
-    >>> loss_fn, loss_fn.spec.correction
-    (get_loss('flash_reinforce'), 'sequence_gate')
+    >>> spec = get_loss("token_gate")
+    >>> spec.loss.__name__, spec.options
+    ('flash_reinforce_loss', {'gate': 'token'})
     """
-    check_choice("loss", name, LOSSES)
-    return RegisteredLoss(name, LOSSES[name])
+    return LOSSES[check_choice("loss", name, LOSSES)]

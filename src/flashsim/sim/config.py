@@ -190,6 +190,8 @@ class AlgorithmConfig:
     """Keyword options of the loss (``delta``, ``clip_eps``, ``tis_cap`` ...)."""
 
     def __post_init__(self) -> None:
+        check_choice("loss", self.loss, LOSSES)
+        LOSSES[self.loss].check_options(self.loss_options, "algorithm.loss_options")
         for name in ("batch_size", "group_size", "epochs", "minibatches"):
             check_int(name, getattr(self, name), low=1)
         check_choice("optimizer", self.optimizer, ("adam", "sgd"))

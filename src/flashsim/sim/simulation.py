@@ -16,8 +16,8 @@ The learner: an algorithm is a configuration of :mod:`flashsim.losses` — the l
 1. builds the ``[B, T]`` tensors (T = the longest trajectory of the batch) and the boolean
    ``action_mask`` from the stored rows;
 2. computes the advantages once over the **whole** collected batch with the registry entry's own
-   estimator (``ADVANTAGES[spec.advantage]``), so that minibatches and PPO epochs share one
-   baseline (the "centre before splitting" contract of :mod:`flashsim.losses.composed`);
+   estimator (``LOSSES[name].advantage``), so that minibatches and PPO epochs share one
+   baseline (the "centre before splitting" contract of :mod:`flashsim.losses.loss`);
 3. takes ``epochs × minibatches`` optimizer steps (``loss.backward()`` and a ``torch.optim``
    optimizer, like every PyTorch loop), minibatch j being rows ``[j·B/m, (j+1)·B/m)``
    (whole groups, since siblings are adjacent); each step recomputes log π_θ of the stored
@@ -56,7 +56,7 @@ import torch
 from torch import Tensor
 
 from flashsim import exact
-from flashsim.losses import ADVANTAGES, get_loss
+from flashsim.losses import LOSSES
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig, make_env, timing_of
 from flashsim.sim.engine import AsyncEngine
@@ -293,8 +293,8 @@ class Learner:
 
     def __init__(self, policy: torch.nn.Module, algorithm: AlgorithmConfig) -> None:
         self.policy, self.algorithm = policy, algorithm
-        self.loss_fn = get_loss(algorithm.loss)
-        self.advantage_fn = ADVANTAGES[self.loss_fn.spec.advantage]
+        self.loss_fn = LOSSES[algorithm.loss]  # the name was checked by AlgorithmConfig
+        self.advantage_fn = self.loss_fn.advantage
         self.options = dict(algorithm.loss_options)
         self.filters_tokens = self.loss_fn.needs_entropies(self.options)
         self.optimizer = OPTIMIZERS[algorithm.optimizer](policy.parameters(), lr=algorithm.learning_rate)

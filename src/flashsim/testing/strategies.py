@@ -38,7 +38,6 @@ import torch
 from torch import Tensor
 
 from flashsim.losses import (
-    ADVANTAGES,
     AGGREGATIONS,
     LOSSES,
     batch_centered,
@@ -302,7 +301,7 @@ def evaluate_loss(
         loss, stats = grpo_loss(*args, batch.group_ids, **options)
     else:
         loss_fn = get_loss(name)
-        extra = filter_inputs(batch) if loss_fn.spec.needs_entropies else {}
+        extra = filter_inputs(batch) if loss_fn.needs_entropies() else {}
         loss, stats = loss_fn(*args, batch.group_ids, **(extra | options))
     (gradient,) = torch.autograd.grad(loss, leaf)
     return loss.detach(), gradient, stats
@@ -331,7 +330,7 @@ def global_advantages(name: str, batch: LossBatch, *, scale_by_std: bool = True)
         return batch_centered(batch.rewards)
     if name == "grpo_loss":
         return group_normalized(batch.rewards, batch.group_ids, scale_by_std=scale_by_std)
-    return ADVANTAGES[get_loss(name).spec.advantage](batch.rewards, batch.group_ids)
+    return get_loss(name).advantage(batch.rewards, batch.group_ids)
 
 
 def evaluate_sharded_loss(

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from flashsim.losses import ADVANTAGES, token_weights
+from flashsim.losses import token_weights
 from flashsim.policies import Policy
 from flashsim.sim.rollouts import Snapshot
 from flashsim.variance.problem import Problem
@@ -56,7 +56,7 @@ def batch_advantages(loss_fn: Callable, rewards: Tensor, group_ids: Tensor | Non
     each batch's own advantages (``tests/variance`` checks this against the per-batch loss for every
     registered loss).
     """
-    estimator = ADVANTAGES[loss_fn.spec.advantage]
+    estimator = loss_fn.advantage
     try:
         return torch.vmap(estimator, in_dims=(0, None))(rewards, group_ids)
     except RuntimeError:
@@ -90,7 +90,7 @@ def log_prob_coefficients(
             mask.reshape(leaf.shape), stacked_ids, advantages=advantages.reshape(-1), validate=False, **options,
         )
         (stacked,) = torch.autograd.grad(loss, leaf)
-    mode = options.get("aggregation", loss_fn.spec.aggregation)
+    mode = loss_fn.resolved(options)["aggregation"]
     max_tokens = options.get("max_tokens")
 
     def row_weights(row_mask: Tensor) -> Tensor:  # every token of a row has its row's weight; t = 0 is a token

@@ -1,0 +1,523 @@
+"""FlashREINFORCE's loss, written as the paper writes it (NVIDIA 2026).
+
+One-Batch REINFORCE advantage, Sequence Trust Region, Sample-Mean Optimization; the loss is
+*minimised*, so ``−∇L`` is the paper's update direction::
+
+    A_i  = R_i − (1/B) Σ_j R_j                                   one-batch baseline
+    ρ_it = exp(log π(a_it) − log μ(a_it))                         detached, never clipped
+    d_it = KL(Bern(μ(a_it)) ‖ Bern(π(a_it))),  D̄_i = (1/T_i) Σ_t d_it
+    m_i  = 1[D̄_i ≤ δ]                                            the whole trajectory in or out
+    L    = −(1/B) Σ_i (m_i A_i / T_i) Σ_t ρ_it log π(a_it)        sample-mean
+
+The ablations are named options of the same function: ``gate="token"`` (keep token t iff d_it ≤ δ)
+or ``"none"``; ``aggregation=`` any mode of :data:`AGGREGATIONS`; ``tis_cap=C`` (truncated IS:
+weight min(ρ, C)); ``ratio_bounds=(low, high)`` (IcePop: drop a token whose ρ leaves the band);
+``importance_sampling=False`` (weight 1); ``negative_token_fraction=q`` (the appendix's filter: a
+failed trajectory keeps its ⌈q·T_i⌉ highest-entropy tokens).
+
+Padding slots (``action_mask`` False) may hold anything, NaN and ±inf included: they are replaced with
+``torch.where`` before any arithmetic, never multiplied by zero (0 · NaN = NaN). bf16/fp16 inputs are
+computed in float32; float64 stays float64. Sharded callers compute the advantages over the whole
+batch and pass them with ``advantages=`` and the global ``num_sequences`` / ``num_tokens``, so the
+shard losses add up to the full-batch loss exactly (a rejected trajectory stays in B).
+
+Glossary: B trajectories, T token slots, T_i policy tokens of trajectory i, μ the behaviour policy
+(its log-prob stored at sampling time), π the current learner, δ the gate threshold.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from flashsim import validation as check
+
+# Probabilities are clamped into [KL_PROB_CLAMP, 1 − KL_PROB_CLAMP] before the Bernoulli KL (as in
+# FlashREINFORCE): at p or q = 0 or 1 the log terms are infinite, and at 1 − p = 1e-7 float32
+# cancellation makes (1 − p) meaningless anyway.
+KL_PROB_CLAMP = 1e-6
+
+GATES = ("sequence", "token", "none")
+"""Values of ``gate=``: the paper's Sequence Trust Region, its token-local ablation, no gate."""
+
+
+def flash_reinforce_loss(
+    log_probs: Tensor,
+    behavior_log_probs: Tensor,
+    rewards: Tensor | None,
+    action_mask: Tensor,
+    *,
+    delta: float = 3e-3,
+    gate: str = "sequence",
+    aggregation: str = "sample_mean",
+    advantages: Tensor | None = None,
+    importance_sampling: bool = True,
+    tis_cap: float | None = None,
+    ratio_bounds: tuple[float, float] | None = None,
+    num_sequences: float | Tensor | None = None,
+    num_tokens: float | Tensor | None = None,
+    max_tokens: float | Tensor | None = None,
+    log_ratio_clamp: float | None = None,
+    negative_token_fraction: float = 1.0,
+    entropies: Tensor | None = None,
+    failures: Tensor | None = None,
+    validate: bool = True,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """FlashREINFORCE's loss and its detached stats (see the module docstring for the formula).
+
+    Args:
+        log_probs: log π_θ of the sampled tokens under the current learner (carries the graph).
+        behavior_log_probs: log μ of the same tokens, stored when they were sampled (never recomputed).
+        rewards: one scalar reward per trajectory (may be None when ``advantages`` is given).
+        action_mask: True on policy tokens; prompt, tool-output and padding slots are False.
+        delta: gate threshold δ on the (mean) sampled-action Bernoulli KL (paper: 3e-3; ``math.inf``
+            admits everything).
+        gate: one of :data:`GATES`.
+        aggregation: one of :data:`AGGREGATIONS` (the paper: ``"sample_mean"``).
+        advantages: precomputed ``[B]`` advantages (e.g. centred over the global batch) instead of
+            the one-batch ones computed from ``rewards``.
+        importance_sampling: weight by ρ (False: by 1, plain on-policy REINFORCE terms).
+        tis_cap: truncated importance sampling, weight ``min(ρ, C)`` (Yao et al. 2025); None: no cap.
+        ratio_bounds: ``(low, high)``: a token whose ρ leaves the band contributes nothing (IcePop).
+        num_sequences, num_tokens, max_tokens: global denominators of a sharded batch (see :func:`aggregate`).
+        log_ratio_clamp: opt-in cap c on |log ρ| (30.0 is slime's value); without it an overflowing ρ
+            on a kept token raises ``FloatingPointError``. The weight is then ``exp(clamp(log ρ))``.
+        negative_token_fraction, entropies, failures: the appendix's negative-token entropy filter:
+            with q < 1 a failed trajectory (``failures`` [B] bool) keeps only its ⌈q·T_i⌉ tokens of
+            highest behaviour entropy (``entropies`` [B, T]); it keeps its 1/T_i and its place in B.
+        validate: run the value checks that synchronise with the device.
+
+    Returns:
+        ``(loss, stats)``; the stats are detached: ``advantages`` [B], ``sequence_kl`` [B], ``admitted``
+        [B] bool, ``token_kept`` [B, T] bool, and scalars ``acceptance_rate``, ``token_acceptance_rate``,
+        ``ess``, ``ess_fraction``, ``clip_fraction``, ``ratio_min``, ``ratio_mean``, ``ratio_max``,
+        ``num_log_ratio_clamped``, ``loss``.
+
+    Shape:
+        ``[B, T]`` log-probs (one dtype) and bool mask, ``[B]`` rewards/advantages.
+
+    >>> lp = torch.log(torch.tensor([[0.5, 0.5], [0.25, 1.0]], dtype=torch.float64))
+    >>> mask = torch.tensor([[True, True], [True, False]])
+    >>> loss, stats = flash_reinforce_loss(lp, lp, torch.tensor([1.0, 0.0], dtype=torch.float64), mask)
+    >>> round(loss.item(), 4), stats["advantages"].tolist(), stats["admitted"].tolist()
+    (-0.1733, [0.5, -0.5], [True, True])
+    """
+    check.check_choice("gate", gate, GATES)
+    A = resolve_advantages(rewards, advantages, log_probs, batch_centered, validate=validate)  # A_i = R_i − mean R
+    check_token_inputs(log_probs, behavior_log_probs, action_mask, A, aggregation)
+    _check_options(delta, tis_cap, ratio_bounds, log_ratio_clamp)
+    check_filter(negative_token_fraction, entropies, failures, log_probs)
+    if validate:
+        check_values(log_probs, behavior_log_probs, action_mask, A, entropies)
+    eligible = action_mask  # the tokens a gate may keep: all, or a failed row's highest-entropy ones
+    if negative_token_fraction < 1:
+        eligible = negative_token_filter(entropies, failures, action_mask, negative_token_fraction)
+
+    x = Tokens.of(log_probs, behavior_log_probs, action_mask, A, log_ratio_clamp)
+    d, D = x.token_kl, x.sequence_kl                                     # d_it and D̄_i
+    admitted = D <= delta if gate == "sequence" else torch.ones_like(D, dtype=torch.bool)  # m_i
+    keep = eligible & admitted[:, None]
+    if gate == "token":
+        keep = keep & (d <= delta)
+    if ratio_bounds is not None:
+        keep = keep & (x.ratio >= ratio_bounds[0]) & (x.ratio <= ratio_bounds[1])
+    weight = x.ratio if importance_sampling else torch.ones_like(x.ratio)  # sg(ρ_it)
+    capped = torch.zeros_like(keep)
+    if tis_cap is not None:
+        weight, capped = x.ratio.clamp(max=tis_cap), keep & (x.ratio > tis_cap)
+    if validate:
+        check_overflow(x.ratio, keep)
+    weight = torch.where(keep, weight, 0.0)  # a dropped token's ratio may be inf: select it away first
+    J = torch.where(keep, weight * A.detach().to(x.dtype)[:, None] * x.log_pi, 0.0)  # J_it = m_i ρ_it A_i log π
+    loss = -aggregate(J, action_mask, aggregation,  # L = −Σ_i u_i Σ_t J_it, u_i = 1/(B T_i) for sample-mean
+                      num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens)
+    return loss, x.stats(loss, admitted, keep, capped)
+
+
+# ----------------------------------------------------------------------------- the token quantities
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The per-token quantities of one batch in the compute dtype; 0 on padding in every ``[B, T]`` float.
+
+    Shape: ``[B, T]`` except ``sequence_kl`` and ``advantages`` ``[B]``.
+    """
+
+    log_pi: Tensor  # log π(a_it), carries the graph
+    log_mu: Tensor  # log μ(a_it), detached
+    ratio: Tensor  # ρ_it = exp(log π − log μ), detached (log-ratio clamped when asked)
+    token_kl: Tensor  # d_it
+    sequence_kl: Tensor  # D̄_i
+    advantages: Tensor  # A_i, detached
+    mask: Tensor  # action_mask
+    num_clamped: Tensor  # policy tokens whose log-ratio was clamped
+
+    @classmethod
+    def of(cls, log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, advantages: Tensor,
+           log_ratio_clamp: float | None = None) -> Tokens:
+        dtype = compute_dtype(log_probs.dtype)
+        log_pi = masked(log_probs.to(dtype), action_mask)
+        log_mu = masked(behavior_log_probs.detach().to(dtype), action_mask)
+        log_ratio, num_clamped = log_importance_ratio(log_pi, log_mu, action_mask, clamp=log_ratio_clamp)
+        token_kl = sampled_action_kl(log_pi, log_mu, action_mask)
+        return cls(log_pi, log_mu, log_ratio.exp(), token_kl, sequence_mean(token_kl, action_mask),
+                   advantages.detach().to(dtype), action_mask, num_clamped)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.ratio.dtype
+
+    def stats(self, loss: Tensor, admitted: Tensor, kept: Tensor, clipped: Tensor) -> dict[str, Tensor]:
+        """The detached diagnostics of one loss call (keys in :func:`flash_reinforce_loss`, Returns)."""
+        num_tokens = torch.count_nonzero(self.mask).to(self.dtype)
+        on_policy = masked(self.ratio, self.mask)  # ρ on policy tokens, 0 on padding
+        ess = effective_sample_size(self.ratio, self.mask)
+        return {
+            "loss": loss.detach(),
+            "advantages": self.advantages,
+            "sequence_kl": self.sequence_kl,
+            "admitted": admitted,
+            "token_kept": kept,
+            "acceptance_rate": admitted.to(self.dtype).mean(),
+            "token_acceptance_rate": torch.count_nonzero(kept).to(self.dtype) / num_tokens,
+            "ess": ess,
+            "ess_fraction": ess / num_tokens,
+            "clip_fraction": torch.count_nonzero(clipped).to(self.dtype) / num_tokens,
+            "ratio_min": masked(self.ratio, self.mask, torch.inf).min(),
+            "ratio_mean": on_policy.sum() / num_tokens,
+            "ratio_max": on_policy.max(),  # ratios are ≥ 0: the zeros on padding never win
+            "num_log_ratio_clamped": self.num_clamped,
+        }
+
+
+def masked(values: Tensor, action_mask: Tensor, fill: float = 0.0) -> Tensor:
+    """``values`` on policy tokens, ``fill`` on padding (NaN-safe)."""
+    return torch.where(action_mask, values, fill)
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """bf16/fp16 are promoted to float32 before exp and log; float32 and float64 are kept."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def log_importance_ratio(
+    log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, *, clamp: float | None = None
+) -> tuple[Tensor, Tensor]:
+    """Detached ``log ρ_it = log π(a_it) − log μ(a_it)``, 0 on padding, optionally clamped to ±clamp.
+
+    The clamp caps the *value* and adds or removes no token: a REINFORCE-style term keeps the weight
+    ``exp(clamp(log ρ))``, a bounded constant. verl and slime clamp the live log-ratio instead, which
+    zeroes the gradient outside the cap; flashsim leaves dropping tokens to the trust region, which
+    counts what it drops. PPO's live ratio is clamped the same way (zero gradient outside the cap).
+
+    Shape:
+        ``[B, T]`` in; returns ``(log_ratio [B, T], num_clamped [])`` (0 when ``clamp`` is None).
+    """
+    log_ratio = masked(log_probs.detach() - behavior_log_probs.detach(), action_mask)
+    if clamp is None:
+        return log_ratio, torch.zeros((), dtype=torch.long, device=log_ratio.device)
+    return log_ratio.clamp(-clamp, clamp), torch.count_nonzero(log_ratio.abs() > clamp)
+
+
+def bernoulli_kl(p: Tensor, q: Tensor) -> Tensor:
+    """KL between Bernoulli(p) and Bernoulli(q): ``p log(p/q) + (1−p) log((1−p)/(1−q))``.
+
+    Both are clamped to ``[1e-6, 1 − 1e-6]`` first (see :data:`KL_PROB_CLAMP`). It is ≥ 0 (exactly,
+    also after rounding), zero when p = q (after clamping) and positive when they differ by more than rounding.
+
+    >>> bernoulli_kl(torch.tensor([0.5, 0.9]), torch.tensor([0.5, 0.8])).round(decimals=4)
+    tensor([0.0000, 0.0367])
+    """
+    p = p.clamp(KL_PROB_CLAMP, 1 - KL_PROB_CLAMP)
+    q = q.clamp(KL_PROB_CLAMP, 1 - KL_PROB_CLAMP)
+    kl = p * (torch.log(p) - torch.log(q)) + (1 - p) * (torch.log1p(-p) - torch.log1p(-q))
+    # For p ≈ q the two terms cancel and rounding can leave a few ulps below zero (bernoulli_kl(0.875,
+    # 0.8749999999999998) was −3.5e-18); a divergence is never negative, so clamp that noise away.
+    return kl.clamp(min=0.0)
+
+
+def sampled_action_kl(log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor) -> Tensor:
+    """Per-token ``d_it = KL(Bernoulli(μ(a_it)) ‖ Bernoulli(π(a_it)))``, detached, 0 on padding.
+
+    The paper's proxy for how far the learner moved on the action actually sampled: it needs only
+    the two probabilities of that one token, not the full vocabulary. Shape: ``[B, T]`` → ``[B, T]``.
+    """
+    mu = masked(behavior_log_probs.detach(), action_mask).exp()
+    pi = masked(log_probs.detach(), action_mask).exp()
+    return masked(bernoulli_kl(mu, pi), action_mask)
+
+
+def sequence_mean(values: Tensor, action_mask: Tensor) -> Tensor:
+    """``(1/T_i) Σ_t values_it`` over each trajectory's policy tokens. Shape: ``[B, T]`` → ``[B]``.
+
+    A row without policy tokens gives NaN (the loss validates that every row has at least one).
+    """
+    counts = torch.count_nonzero(action_mask, dim=1).to(values.dtype)
+    return masked(values, action_mask).sum(dim=1) / counts
+
+
+def effective_sample_size(weights: Tensor, action_mask: Tensor) -> Tensor:
+    """Kish's ESS of the importance weights over policy tokens: ``(Σw)² / Σw²`` (a 0-dim tensor)."""
+    w = masked(weights, action_mask)
+    return w.sum() ** 2 / (w * w).sum()
+
+
+def negative_token_filter(entropies: Tensor, failures: Tensor, action_mask: Tensor, fraction: float) -> Tensor:
+    """Tokens kept by the negative-token entropy filter (FlashREINFORCE appendix; verl ``neg_topq``).
+
+    A failed trajectory keeps only its ``k_i = ⌈q · T_i⌉`` highest-entropy policy tokens (equal
+    entropies: the earlier position first); every other trajectory keeps all its policy tokens.
+    ``q = 1`` keeps everything (the base method), ``q = 0`` drops every token of a failed trajectory.
+
+    Shape:
+        entropies ``[B, T]``, failures ``[B]`` bool, action_mask ``[B, T]`` bool → ``[B, T]`` bool.
+
+    >>> h = torch.tensor([[0.1, 0.9, 0.5, 0.9], [0.1, 0.9, 0.5, 0.9]])
+    >>> mask = torch.ones(2, 4, dtype=torch.bool)
+    >>> negative_token_filter(h, torch.tensor([True, False]), mask, 0.25)  # k = 1: the earlier 0.9 wins
+    tensor([[False,  True, False, False],
+            [ True,  True,  True,  True]])
+    """
+    lengths = torch.count_nonzero(action_mask, dim=1)
+    keep_count = torch.ceil(fraction * lengths.to(torch.float64))  # ⌈q · T_i⌉, as math.ceil(q * T_i)
+    # rank_it: position of token t when row i's policy tokens are sorted by entropy, highest first
+    # (stable: ties keep their order); padding sorts last.
+    order = torch.sort(masked(entropies.detach(), action_mask, -torch.inf), dim=1, descending=True, stable=True)[1]
+    positions = torch.arange(action_mask.shape[1], device=action_mask.device).expand_as(order)
+    rank = torch.empty_like(order).scatter_(1, order, positions)
+    return action_mask & ((rank < keep_count[:, None]) | ~failures[:, None])
+
+
+# ----------------------------------------------------------------------------- advantages
+
+
+def batch_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
+    """One-Batch REINFORCE advantage: ``A_i = R_i − (1/B) Σ_j R_j`` (FlashREINFORCE).
+
+    The baseline is the mean reward of the fresh batch itself, with no std scaling. Because R_i is in
+    its own baseline, on-policy ``E[A_i ∇log π(τ_i)] = (1 − 1/B) ∇J``: a known, uniform shrinkage.
+    ``group_ids`` is accepted for a uniform signature and ignored. Shape: ``[B]`` → ``[B]``.
+
+    >>> batch_centered(torch.tensor([1.0, 0.0, 0.0, 1.0]))
+    tensor([ 0.5000, -0.5000, -0.5000,  0.5000])
+    """
+    rewards = promoted(rewards)
+    shifted = rewards - rewards.min()  # exact zeros for equal rewards (see grpo.shift_to_group_minimum)
+    return shifted - shifted.mean()
+
+
+def positive_only(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
+    """No baseline: ``A_i = R_i``. With 0/1 rewards, failures give no learning signal at all.
+
+    The ablation of the article's §8 ("positive-only feedback collapsed to 9.8").
+
+    >>> positive_only(torch.tensor([1.0, 0.0]))
+    tensor([1., 0.])
+    """
+    return promoted(rewards).clone()
+
+
+def promoted(rewards: Tensor) -> Tensor:
+    """Detached rewards in their compute dtype: a mean taken in bf16 is off by up to 4.5e-3 (fp16: 4.9e-4)."""
+    return rewards.detach().to(compute_dtype(rewards.dtype))
+
+
+def resolve_advantages(
+    rewards: Tensor | None, advantages: Tensor | None, reference: Tensor, estimator: Callable,
+    group_ids: Tensor | None = None, *, validate: bool = True,
+) -> Tensor:
+    """``advantages`` when given, else ``estimator(rewards, group_ids)`` in the compute dtype of ``reference``.
+
+    Shape: rewards, advantages, group_ids ``[B]``; reference: the ``[B, T]`` log-probs.
+    """
+    check.check_token_tensor("log_probs", reference)
+    if advantages is not None:
+        return check.check_per_trajectory("advantages", advantages, reference)
+    if rewards is None:
+        raise ValueError("pass rewards [B] (or precomputed advantages=[B]); both are None")
+    check.check_per_trajectory("rewards", rewards, reference)
+    if group_ids is not None:
+        check.check_per_trajectory("group_ids", group_ids, reference, integer=True)
+    if validate and not bool(torch.isfinite(rewards).all()):
+        raise ValueError("rewards must be finite, found NaN or inf")
+    return estimator(rewards.to(compute_dtype(reference.dtype)), group_ids)
+
+
+# ----------------------------------------------------------------------------- aggregation
+
+AGGREGATIONS = ("sample_mean", "token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
+"""How per-token terms become one scalar. Every mode gives the tokens of trajectory i one weight u_i:
+
+- ``sample_mean``: ``u_i = 1 / (B · T_i)`` (FlashREINFORCE; DeepSeekMath GRPO; TRL ``"grpo"``). Every
+  trajectory weighs the same whatever its length; per token, a long trajectory weighs 1/T_i less.
+- ``token_mean``: ``u_i = 1 / Σ_j T_j`` (DAPO; TRL's default). Trajectory i weighs ∝ T_i, so long
+  trajectories (often long failures) dominate: the length blow-up of the article's §4.3.
+- ``seq_mean_token_sum``: ``u_i = 1 / B``, the plain REINFORCE estimate of ∇J; its scale grows with length.
+- ``seq_mean_token_sum_norm``: ``u_i = 1 / (B · T_max)`` (Dr. GRPO; TRL ``"dr_grpo"``), T_max the budget.
+"""
+
+
+def token_weights(
+    action_mask: Tensor, mode: str, *, dtype: torch.dtype, num_sequences: float | Tensor | None = None,
+    num_tokens: float | Tensor | None = None, max_tokens: float | Tensor | None = None,
+) -> Tensor:
+    """``weights_it = u_i`` on policy tokens, 0 on padding: ``aggregate(v) = Σ_it weights_it v_it``.
+
+    Distributed and microbatched callers pass the *global* denominators (``num_sequences`` = global B,
+    ``num_tokens`` = global token count, ``max_tokens`` = the generation budget; defaults: this batch's
+    B, Σ T_i and width T). The 1/T_i of ``sample_mean`` is local: each row must be a whole trajectory.
+
+    Shape: action_mask ``[B, T]`` bool → ``[B, T]`` of ``dtype``.
+    """
+    check.check_choice("aggregation", mode, AGGREGATIONS)
+    batch, width = action_mask.shape
+    lengths = torch.count_nonzero(action_mask, dim=1).to(dtype)
+    B = batch if num_sequences is None else check.check_count("num_sequences", num_sequences, at_least=batch)
+    N = lengths.sum() if num_tokens is None else check.check_count("num_tokens", num_tokens, at_least=0)
+    T_max = width if max_tokens is None else check.check_count("max_tokens", max_tokens, at_least=0)
+    u = {
+        "sample_mean": lambda: 1 / (lengths * B),
+        "token_mean": lambda: torch.ones_like(lengths) / N,
+        "seq_mean_token_sum": lambda: torch.ones_like(lengths) / B,
+        "seq_mean_token_sum_norm": lambda: torch.ones_like(lengths) / (T_max * B),
+    }[mode]()
+    return torch.where(action_mask, u[:, None], 0.0)
+
+
+def aggregate(
+    values: Tensor, action_mask: Tensor, mode: str = "sample_mean", *, num_sequences: float | Tensor | None = None,
+    num_tokens: float | Tensor | None = None, max_tokens: float | Tensor | None = None,
+) -> Tensor:
+    """``Σ_i u_i Σ_t values_it`` for ``mode`` (see :data:`AGGREGATIONS` and :func:`token_weights`).
+
+    Shape: values ``[B, T]`` (padding may hold anything), action_mask ``[B, T]`` bool → scalar.
+
+    >>> v = torch.tensor([[1.0, 1.0, 1.0], [4.0, float("nan"), float("nan")]])
+    >>> m = torch.tensor([[True, True, True], [True, False, False]])
+    >>> aggregate(v, m, "sample_mean"), aggregate(v, m, "token_mean")
+    (tensor(2.5000), tensor(1.7500))
+    """
+    weights = token_weights(action_mask, mode, dtype=values.dtype, num_sequences=num_sequences,
+                            num_tokens=num_tokens, max_tokens=max_tokens)
+    return (torch.where(action_mask, values, 0.0) * weights).sum()
+
+
+# ----------------------------------------------------------------------------- the registry's row type
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """One named loss of :data:`flashsim.losses.LOSSES`: a loss function, its advantage, its fixed options.
+
+    Calling it computes the advantages with ``advantage`` (unless ``advantages=`` is given) and calls
+    ``loss`` with ``options`` overridden by the caller's::
+
+        spec(log_probs, behavior_log_probs, rewards, action_mask, group_ids=None, **options) -> (loss, stats)
+    """
+
+    loss: Callable[..., tuple[Tensor, dict[str, Tensor]]]
+    advantage: Callable[[Tensor, Tensor | None], Tensor]
+    description: str
+    options: Mapping[str, object] = field(default_factory=dict)
+    group_size: int = 1
+    """Rollouts per prompt G that the algorithm samples by default (8 for the GRPO family, 1 otherwise)."""
+    needs_groups: bool = False
+    """True when the advantage can only be formed from sibling rollouts (``group_ids``)."""
+
+    def resolved(self, options: Mapping[str, object] = {}) -> dict[str, object]:  # noqa: B006 (read only)
+        """Every keyword option a call with ``options`` runs with: the function's defaults, the row's, the caller's."""
+        defaults = {name: p.default for name, p in inspect.signature(self.loss).parameters.items()
+                    if p.kind is p.KEYWORD_ONLY}
+        return {**defaults, **self.options, **options}
+
+    def check_options(self, options: Mapping[str, object], name: str = "loss_options") -> None:
+        """Every key of ``options`` is a keyword option of the loss function (else a ValueError listing them)."""
+        known = self.resolved()
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ValueError(f"{name} has {', '.join(map(repr, unknown))}, which {self.loss.__name__} does not take; "
+                             f"its options are {', '.join(sorted(known))}")
+
+    def needs_entropies(self, options: Mapping[str, object] = {}) -> bool:  # noqa: B006 (read only)
+        """True when a call with ``options`` runs the negative-token filter (it needs ``entropies``, ``failures``)."""
+        return self.resolved(options).get("negative_token_fraction", 1.0) < 1
+
+    def __call__(self, log_probs: Tensor, behavior_log_probs: Tensor, rewards: Tensor | None, action_mask: Tensor,
+                 group_ids: Tensor | None = None, *, advantages: Tensor | None = None, **options):
+        if advantages is None:
+            if self.needs_groups and group_ids is None:
+                raise ValueError(f"{self.advantage.__name__!r} advantages need group_ids [B] "
+                                 "(which prompt each trajectory answers)")
+            advantages = resolve_advantages(rewards, None, log_probs, self.advantage, group_ids,
+                                            validate=options.get("validate", True))
+        return self.loss(log_probs, behavior_log_probs, None, action_mask, advantages=advantages,
+                         **{**self.options, **options})
+
+
+# ----------------------------------------------------------------------------- input checks
+
+
+def check_token_inputs(
+    log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, advantages: Tensor, aggregation: str
+) -> None:
+    """The structural checks every loss runs (metadata only: they never synchronise with the device)."""
+    check.check_token_tensor("behavior_log_probs", behavior_log_probs, log_probs)
+    check.check_action_mask(action_mask, log_probs)
+    check.check_per_trajectory("advantages", advantages, log_probs)
+    check.check_choice("aggregation", aggregation, AGGREGATIONS)
+
+
+def check_filter(fraction: float, entropies: Tensor | None, failures: Tensor | None, log_probs: Tensor) -> None:
+    """The negative-token filter's inputs: q in [0, 1]; with q < 1, entropies [B, T] and failures [B] bool."""
+    fraction = check.check_real("negative_token_fraction", fraction, low=0.0, high=1.0, finite=False)
+    if fraction < 1 and (entropies is None or failures is None):
+        missing = " and ".join(n for n, v in (("entropies", entropies), ("failures", failures)) if v is None)
+        raise ValueError(
+            f"negative_token_fraction={fraction:g} < 1 needs entropies [B, T] (the behaviour policy's per-token "
+            f"entropies) and failures [B] bool; {missing} not given (or set negative_token_fraction=1.0)"
+        )
+    if entropies is not None:
+        check.check_token_tensor("entropies", entropies, log_probs, same_dtype=False)
+    if failures is not None:
+        check.check_per_trajectory("failures", failures, log_probs, boolean=True)
+
+
+def check_values(
+    log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, advantages: Tensor, entropies: Tensor | None
+) -> None:
+    """The value checks of ``validate=True`` (they synchronise with the device), in a fixed order."""
+    check.check_nonempty_rows(action_mask)
+    check.check_token_values("log_probs", log_probs, action_mask)
+    check.check_token_values("behavior_log_probs", behavior_log_probs, action_mask)
+    if not bool(torch.isfinite(advantages).all()):
+        raise ValueError("advantages must be finite, found NaN or inf")
+    if entropies is not None:
+        check.check_token_values("entropies", entropies, action_mask, log_probs=False)
+
+
+def check_overflow(ratio: Tensor, kept: Tensor) -> None:
+    """A kept token whose ratio π/μ overflowed would poison the loss: say how to fix it."""
+    if not bool(torch.isfinite(masked(ratio, kept)).all()):
+        raise FloatingPointError(
+            "an importance ratio π/μ overflowed on an admitted token (log-ratio too large); pass "
+            "log_ratio_clamp=30.0 to clamp it, or check that behavior_log_probs belong to these tokens"
+        )
+
+
+def _check_options(delta: float, tis_cap: float | None, ratio_bounds: object, log_ratio_clamp: float | None) -> None:
+    check.check_real("delta", delta, low=0.0, finite=False)
+    if tis_cap is not None:
+        check.check_real("tis_cap", tis_cap, low=0.0, low_inclusive=False, finite=False)
+    if ratio_bounds is not None:
+        if not (isinstance(ratio_bounds, tuple) and len(ratio_bounds) == 2):
+            raise TypeError(f"ratio_bounds must be a (low, high) tuple, got {ratio_bounds!r}")
+        low = check.check_real("ratio_bounds[0]", ratio_bounds[0], low=0.0, finite=False)
+        check.check_real("ratio_bounds[1]", ratio_bounds[1], low=low, finite=False)
+    if log_ratio_clamp is not None:
+        check.check_real("log_ratio_clamp", log_ratio_clamp, low=0.0, low_inclusive=False, finite=False)
+
