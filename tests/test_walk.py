@@ -45,9 +45,6 @@ def traced_walk() -> dict[str, str]:
 
 
 @pytest.mark.slow  # a training subprocess (~3 s)
-# Strict: the day the walk fits, this xfail fails and must go. Today 23 files; 8 of them are losses/,
-# which issue 18 items 1 and 6 fold into one file of the walk (the rest is 15 once sim/training joins simulation).
-@pytest.mark.xfail(strict=True, reason="23 files: the loss core (8 files of losses/ in the walk) is not folded yet")
 def test_one_update_runs_functions_in_at_most_fifteen_project_files(traced_walk):
     assert not over_limit(traced_walk), (
         f"one update runs functions in {len(traced_walk)} project files (limit {MAX_WALK_FILES}); "

@@ -7,10 +7,10 @@ import filecmp
 import pytest
 import torch
 
-import flashsim.sim.training as training
+import flashsim.sim.simulation as simulation_module
 from flashsim.sim import AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TimingModel, TrainConfig, train
-from flashsim.sim.training import CHECKPOINT
-from flashsim.sim.training import load_state as load_checkpoint
+from flashsim.sim.simulation import CHECKPOINT
+from flashsim.sim.simulation import load_state as load_checkpoint
 
 CONFIGS = {
     "fixed-lag-minibatches": TrainConfig(env="chain", algorithm=AlgorithmConfig(batch_size=16, minibatches=2),
@@ -31,13 +31,13 @@ class Interrupted(Exception):
 def interrupt_after(monkeypatch, updates: int) -> None:
     """Make the runner's simulations raise once ``updates`` updates are done (a crash between checkpoints)."""
 
-    class Crashing(training.Simulation):
+    class Crashing(simulation_module.Simulation):
         def step(self, evaluate=None):
             if self.update == updates:
                 raise Interrupted
             return super().step(evaluate)
 
-    monkeypatch.setattr(training, "Simulation", Crashing)
+    monkeypatch.setattr(simulation_module, "Simulation", Crashing)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

@@ -22,7 +22,7 @@ from flashsim.config import add_flags, field_docs, flag_assignments, load
 from flashsim.io import jsonable
 from flashsim.losses import LOSSES
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
-from flashsim.sim.training import CHECKPOINT, load_state, train
+from flashsim.sim.simulation import CHECKPOINT, load_state, train
 
 _NAMES = {"algorithm.learning_rate": ("--lr", "--learning-rate")}
 _WORKER_ONLY = ("max_queued", "crash_prob", "restart_time")

@@ -13,8 +13,7 @@ Modules, one job each:
 - :mod:`~flashsim.sim.engine` — the discrete-event engine of N workers (emergent lag, crashes), the
   same kind of source;
 - :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics; the learner (optimizer
-  steps through the loss registry);
-- :mod:`~flashsim.sim.training` — the runner: outputs, checkpoints, resume, progress;
+  steps through the loss registry); :func:`train`, the run with outputs, checkpoints, resume, progress;
 - :mod:`~flashsim.sim.plotting` — figures (metrics and checkpoints: :mod:`flashsim.io`).
 
 Example:
@@ -44,8 +43,7 @@ from flashsim.sim.config import (
 )
 from flashsim.sim.engine import AsyncEngine
 from flashsim.sim.rollouts import AccountingError, LaggedSource, Ledger, Sampler, Snapshot, draw_lags, roll_out
-from flashsim.sim.simulation import METRIC_KEYS, Learner, Simulation
-from flashsim.sim.training import TrainResult, train
+from flashsim.sim.simulation import METRIC_KEYS, Learner, Simulation, TrainResult, train
 
 __all__ = [
     "AccountingError", "AlgorithmConfig", "AsyncEngine", "AsyncWorkers", "ENVS", "FixedLag",
