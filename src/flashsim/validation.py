@@ -204,6 +204,27 @@ def check_per_trajectory(
     return x
 
 
+def check_loss_inputs(log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, advantages: Tensor) -> None:
+    """The structural checks of every loss (metadata only: they never synchronise with the device)."""
+    check_token_tensor("behavior_log_probs", behavior_log_probs, log_probs)
+    check_action_mask(action_mask, log_probs)
+    check_per_trajectory("advantages", advantages, log_probs)
+
+
+def check_loss_values(log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, advantages: Tensor,
+                      entropies: Tensor | None = None) -> None:
+    """The value checks of a loss's ``validate=True`` (they synchronise with the device), in a fixed order."""
+    import torch
+
+    check_nonempty_rows(action_mask)
+    check_token_values("log_probs", log_probs, action_mask)
+    check_token_values("behavior_log_probs", behavior_log_probs, action_mask)
+    if not bool(torch.isfinite(advantages).all()):
+        raise ValueError("advantages must be finite, found NaN or inf")
+    if entropies is not None:
+        check_token_values("entropies", entropies, action_mask, log_probs=False)
+
+
 def _check_matches(name: str, x: Tensor, reference: Tensor, *, check_dtype: bool) -> None:
     if x.shape != reference.shape:
         raise ValueError(f"{name} must have the shape of log_probs {tuple(reference.shape)}, got {tuple(x.shape)}")

@@ -29,10 +29,10 @@ from flashsim.losses.loss import (
     sequence_mean,
     token_weights,
 )
-from flashsim.losses.registry import ADVANTAGES, LOSSES, get_loss
+from flashsim.losses.registry import LOSSES, get_loss
 
 __all__ = [
-    "ADVANTAGES", "AGGREGATIONS", "GATES", "LOSSES", "LossSpec", "aggregate", "batch_centered", "bernoulli_kl",
+    "AGGREGATIONS", "GATES", "LOSSES", "LossSpec", "aggregate", "batch_centered", "bernoulli_kl",
     "effective_sample_size", "flash_reinforce_loss", "get_loss", "group_centered", "group_normalized", "grpo_loss",
     "leave_one_out", "log_importance_ratio", "negative_token_filter", "positive_only", "sampled_action_kl",
     "sequence_mean", "token_weights",

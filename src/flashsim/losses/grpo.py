@@ -22,11 +22,10 @@ from torch import Tensor
 
 from flashsim import validation as check
 from flashsim.losses.loss import (
+    AGGREGATIONS,
     Tokens,
     aggregate,
     check_overflow,
-    check_token_inputs,
-    check_values,
     compute_dtype,
     promoted,
     resolve_advantages,
@@ -102,7 +101,8 @@ def grpo_loss(
         return group_normalized(r, g, scale_by_std=scale_by_std, eps=std_eps)
 
     A = resolve_advantages(rewards, advantages, log_probs, estimator, group_ids, validate=validate)
-    check_token_inputs(log_probs, old_log_probs, action_mask, A, aggregation)
+    check.check_loss_inputs(log_probs, old_log_probs, action_mask, A)
+    check.check_choice("aggregation", aggregation, AGGREGATIONS)
     low = check.check_real("clip_eps", clip_eps, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False,
                           finite=False)
     high = low if clip_eps_high is None else check.check_real("clip_eps_high", clip_eps_high, low=0.0,
@@ -110,7 +110,7 @@ def grpo_loss(
     if log_ratio_clamp is not None:
         check.check_real("log_ratio_clamp", log_ratio_clamp, low=0.0, low_inclusive=False, finite=False)
     if validate:
-        check_values(log_probs, old_log_probs, action_mask, A, None)
+        check.check_loss_values(log_probs, old_log_probs, action_mask, A)
 
     x = Tokens.of(log_probs, old_log_probs, action_mask, A, log_ratio_clamp)
     log_r = x.log_pi - x.log_mu  # live: 0 on padding, where both are 0

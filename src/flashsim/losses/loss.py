@@ -108,31 +108,32 @@ def flash_reinforce_loss(
     """
     check.check_choice("gate", gate, GATES)
     A = resolve_advantages(rewards, advantages, log_probs, batch_centered, validate=validate)  # A_i = R_i − mean R
-    check_token_inputs(log_probs, behavior_log_probs, action_mask, A, aggregation)
+    check.check_loss_inputs(log_probs, behavior_log_probs, action_mask, A)
+    check.check_choice("aggregation", aggregation, AGGREGATIONS)
     _check_options(delta, tis_cap, ratio_bounds, log_ratio_clamp)
     check_filter(negative_token_fraction, entropies, failures, log_probs)
     if validate:
-        check_values(log_probs, behavior_log_probs, action_mask, A, entropies)
+        check.check_loss_values(log_probs, behavior_log_probs, action_mask, A, entropies)
     eligible = action_mask  # the tokens a gate may keep: all, or a failed row's highest-entropy ones
     if negative_token_fraction < 1:
         eligible = negative_token_filter(entropies, failures, action_mask, negative_token_fraction)
 
     x = Tokens.of(log_probs, behavior_log_probs, action_mask, A, log_ratio_clamp)
-    d, D = x.token_kl, x.sequence_kl                                     # d_it and D̄_i
-    admitted = D <= delta if gate == "sequence" else torch.ones_like(D, dtype=torch.bool)  # m_i
+    rho, d, D = x.ratio, x.token_kl, x.sequence_kl  # ρ_it = π/μ, d_it = KL(Bern(μ) ‖ Bern(π)), D̄_i = mean_t d_it
+    admitted = D <= delta if gate == "sequence" else torch.ones_like(D, dtype=torch.bool)  # m_i = 1[D̄_i ≤ δ]
     keep = eligible & admitted[:, None]
     if gate == "token":
         keep = keep & (d <= delta)
     if ratio_bounds is not None:
-        keep = keep & (x.ratio >= ratio_bounds[0]) & (x.ratio <= ratio_bounds[1])
-    weight = x.ratio if importance_sampling else torch.ones_like(x.ratio)  # sg(ρ_it)
+        keep = keep & (rho >= ratio_bounds[0]) & (rho <= ratio_bounds[1])
+    weight = rho if importance_sampling else torch.ones_like(rho)  # sg(ρ_it)
     capped = torch.zeros_like(keep)
     if tis_cap is not None:
-        weight, capped = x.ratio.clamp(max=tis_cap), keep & (x.ratio > tis_cap)
+        weight, capped = rho.clamp(max=tis_cap), keep & (rho > tis_cap)
     if validate:
-        check_overflow(x.ratio, keep)
+        check_overflow(rho, keep)
     weight = torch.where(keep, weight, 0.0)  # a dropped token's ratio may be inf: select it away first
-    J = torch.where(keep, weight * A.detach().to(x.dtype)[:, None] * x.log_pi, 0.0)  # J_it = m_i ρ_it A_i log π
+    J = torch.where(keep, weight * x.advantages[:, None] * x.log_pi, 0.0)  # J_it = m_i ρ_it A_i log π(a_it)
     loss = -aggregate(J, action_mask, aggregation,  # L = −Σ_i u_i Σ_t J_it, u_i = 1/(B T_i) for sample-mean
                       num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens)
     return loss, x.stats(loss, admitted, keep, capped)
@@ -143,10 +144,7 @@ def flash_reinforce_loss(
 
 @dataclass(frozen=True)
 class Tokens:
-    """The per-token quantities of one batch in the compute dtype; 0 on padding in every ``[B, T]`` float.
-
-    Shape: ``[B, T]`` except ``sequence_kl`` and ``advantages`` ``[B]``.
-    """
+    """The per-token quantities of one batch in the compute dtype, 0 on padding. Shape: ``[B, T]`` or ``[B]``."""
 
     log_pi: Tensor  # log π(a_it), carries the graph
     log_mu: Tensor  # log μ(a_it), detached
@@ -168,13 +166,10 @@ class Tokens:
         return cls(log_pi, log_mu, log_ratio.exp(), token_kl, sequence_mean(token_kl, action_mask),
                    advantages.detach().to(dtype), action_mask, num_clamped)
 
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.ratio.dtype
-
     def stats(self, loss: Tensor, admitted: Tensor, kept: Tensor, clipped: Tensor) -> dict[str, Tensor]:
         """The detached diagnostics of one loss call (keys in :func:`flash_reinforce_loss`, Returns)."""
-        num_tokens = torch.count_nonzero(self.mask).to(self.dtype)
+        dtype = self.ratio.dtype
+        num_tokens = torch.count_nonzero(self.mask).to(dtype)
         on_policy = masked(self.ratio, self.mask)  # ρ on policy tokens, 0 on padding
         ess = effective_sample_size(self.ratio, self.mask)
         return {
@@ -183,11 +178,11 @@ class Tokens:
             "sequence_kl": self.sequence_kl,
             "admitted": admitted,
             "token_kept": kept,
-            "acceptance_rate": admitted.to(self.dtype).mean(),
-            "token_acceptance_rate": torch.count_nonzero(kept).to(self.dtype) / num_tokens,
+            "acceptance_rate": admitted.to(dtype).mean(),
+            "token_acceptance_rate": torch.count_nonzero(kept).to(dtype) / num_tokens,
             "ess": ess,
             "ess_fraction": ess / num_tokens,
-            "clip_fraction": torch.count_nonzero(clipped).to(self.dtype) / num_tokens,
+            "clip_fraction": torch.count_nonzero(clipped).to(dtype) / num_tokens,
             "ratio_min": masked(self.ratio, self.mask, torch.inf).min(),
             "ratio_mean": on_policy.sum() / num_tokens,
             "ratio_max": on_policy.max(),  # ratios are ≥ 0: the zeros on padding never win
@@ -210,13 +205,9 @@ def log_importance_ratio(
 ) -> tuple[Tensor, Tensor]:
     """Detached ``log ρ_it = log π(a_it) − log μ(a_it)``, 0 on padding, optionally clamped to ±clamp.
 
-    The clamp caps the *value* and adds or removes no token: a REINFORCE-style term keeps the weight
-    ``exp(clamp(log ρ))``, a bounded constant. verl and slime clamp the live log-ratio instead, which
-    zeroes the gradient outside the cap; flashsim leaves dropping tokens to the trust region, which
-    counts what it drops. PPO's live ratio is clamped the same way (zero gradient outside the cap).
-
-    Shape:
-        ``[B, T]`` in; returns ``(log_ratio [B, T], num_clamped [])`` (0 when ``clamp`` is None).
+    The clamp caps the *value* and drops no token (verl and slime clamp the live log-ratio, which zeroes
+    the gradient outside the cap; flashsim leaves dropping tokens to the trust region, which counts them).
+    Shape: ``[B, T]`` in; returns ``(log_ratio [B, T], num_clamped [])`` (0 when ``clamp`` is None).
     """
     log_ratio = masked(log_probs.detach() - behavior_log_probs.detach(), action_mask)
     if clamp is None:
@@ -462,16 +453,6 @@ class LossSpec:
 # ----------------------------------------------------------------------------- input checks
 
 
-def check_token_inputs(
-    log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, advantages: Tensor, aggregation: str
-) -> None:
-    """The structural checks every loss runs (metadata only: they never synchronise with the device)."""
-    check.check_token_tensor("behavior_log_probs", behavior_log_probs, log_probs)
-    check.check_action_mask(action_mask, log_probs)
-    check.check_per_trajectory("advantages", advantages, log_probs)
-    check.check_choice("aggregation", aggregation, AGGREGATIONS)
-
-
 def check_filter(fraction: float, entropies: Tensor | None, failures: Tensor | None, log_probs: Tensor) -> None:
     """The negative-token filter's inputs: q in [0, 1]; with q < 1, entropies [B, T] and failures [B] bool."""
     fraction = check.check_real("negative_token_fraction", fraction, low=0.0, high=1.0, finite=False)
@@ -485,19 +466,6 @@ def check_filter(fraction: float, entropies: Tensor | None, failures: Tensor | N
         check.check_token_tensor("entropies", entropies, log_probs, same_dtype=False)
     if failures is not None:
         check.check_per_trajectory("failures", failures, log_probs, boolean=True)
-
-
-def check_values(
-    log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, advantages: Tensor, entropies: Tensor | None
-) -> None:
-    """The value checks of ``validate=True`` (they synchronise with the device), in a fixed order."""
-    check.check_nonempty_rows(action_mask)
-    check.check_token_values("log_probs", log_probs, action_mask)
-    check.check_token_values("behavior_log_probs", behavior_log_probs, action_mask)
-    if not bool(torch.isfinite(advantages).all()):
-        raise ValueError("advantages must be finite, found NaN or inf")
-    if entropies is not None:
-        check.check_token_values("entropies", entropies, action_mask, log_probs=False)
 
 
 def check_overflow(ratio: Tensor, kept: Tensor) -> None:

@@ -35,13 +35,6 @@ LOSSES: dict[str, LossSpec] = {
 }
 """Every named loss. Keys are the names accepted by :func:`get_loss`, ``--algo`` and ``train.loss``."""
 
-ADVANTAGES = {
-    "batch_centered": batch_centered, "positive_only": positive_only, "group_normalized": group_normalized,
-    "group_centered": group_centered, "leave_one_out": leave_one_out,
-}
-"""The advantage estimators by name (each ``(rewards [B], group_ids [B] | None) -> [B]``)."""
-
-
 def get_loss(name: str) -> LossSpec:
     """The loss registered under ``name`` (see :data:`LOSSES`); unknown names list the valid ones.
 
