@@ -4,8 +4,8 @@ Three parts, each a subcommand:
 
 ``loss``
     Forward + backward of ``flash_reinforce_loss`` and ``grpo_loss`` on a [B, T] float32 batch, for
-    the loss as it is now ("formula": plain autograd, op by op) and as it was at ``--previous``
-    ("previous": the fused token pass with a closed-form gradient, commit 49f9756), both with
+    the loss as it is now ("formula": the paper's lines in one function) and as it was at ``--previous``
+    ("previous": by default 2cebd53, the composed ``policy_loss``; 49f9756 is the fused token pass), both with
     ``validate=True`` and ``False``, in the same run. The previous package is read with
     ``git show <commit>:src/flashsim/losses/...`` into a temporary directory and imported under another
     name. Before timing, both are checked equal in float64 (loss and gradient to 1e-10 relative).
@@ -50,7 +50,7 @@ from torch import Tensor
 import flashsim.losses as formula
 
 ROOT = Path(__file__).resolve().parents[1]
-PREVIOUS = "49f9756"  # the last commit with the fused token pass (_token_pass.py, ClosedFormGradient)
+PREVIOUS = "2cebd53"  # the last commit of the composed loss (policy_loss over 8 files of losses/)
 
 
 def previous_losses(commit: str) -> ModuleType:
@@ -178,10 +178,14 @@ def _forward_backward(fn: Callable, leaf: Tensor, validate: bool) -> Callable[[]
 
 
 class TimedLoss:
-    """Wraps a registry loss: times its forward and (separately) its backward to ``log_probs``."""
+    """Wraps a registry loss: times its forward and (separately) its backward to ``log_probs``.
 
-    def __init__(self, loss_fn: Callable) -> None:
-        self.loss_fn, self.spec = loss_fn, loss_fn.spec
+    ``advantage`` is the row's estimator of the current registry (the estimators did not change), which
+    ``scale``'s learner reads from its ``loss_fn``; an older registry's rows may not carry it.
+    """
+
+    def __init__(self, loss_fn: Callable, name: str) -> None:
+        self.loss_fn, self.advantage = loss_fn, formula.LOSSES[name].advantage
         self.forward = self.backward = 0.0
 
     def __call__(self, log_probs: Tensor, *args, **options):
@@ -196,7 +200,7 @@ class TimedLoss:
 
 def loss_share(step: Callable[[], None], learner, module: ModuleType, name: str, steps: int) -> tuple[float, float]:
     """(CPU seconds per step without the extra backward, the loss's share of it) over ``steps`` steps."""
-    timed = TimedLoss(module.get_loss(name))
+    timed = TimedLoss(module.get_loss(name), name)
     learner.loss_fn = timed
     start = time.process_time()
     for _ in range(steps):

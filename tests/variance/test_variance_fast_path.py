@@ -40,7 +40,7 @@ def same_batches(tables, policy, behavior, name, *, grouped, budget=8, num_batch
 
 
 @pytest.mark.parametrize("staleness", [0.15, 0.5], ids=["slightly_stale", "very_stale"])
-@pytest.mark.parametrize("name", sorted(n for n, spec in LOSSES.items() if not spec.needs_entropies))
+@pytest.mark.parametrize("name", sorted(n for n, spec in LOSSES.items() if not spec.needs_entropies()))
 def test_fast_path_equals_the_reference_loop_for_every_loss_on_stale_rollouts(gridworld, name, staleness):
     policy = random_tabular(gridworld, seed=0)
     behavior = perturbed(policy, seed=1, scale=staleness)
