@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from flashsim.losses import aggregate, batch_centered, group_normalized
+from flashsim.losses import LOSSES, aggregate, group_normalized
 from flashsim.testing.strategies import LossBatch
 from flashsim.validation import check_choice
 
@@ -74,10 +74,12 @@ class Shard:
 
 
 def algorithm_advantages(algorithm: str, rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6) -> Tensor:
-    """The advantages ``algorithm`` prescribes: batch-centred (flash_reinforce) or group-normalised (grpo)."""
-    if algorithm == "flash_reinforce":
-        return batch_centered(rewards)
-    return group_normalized(rewards, group_ids, eps=eps)
+    """The advantages ``algorithm`` prescribes: group-normalised with ``std + eps`` (grpo), else the estimator
+    of its row of :data:`flashsim.losses.LOSSES` (flash_reinforce: batch-centred; the property suite runs
+    the invariants on every row)."""
+    if algorithm == "grpo":
+        return group_normalized(rewards, group_ids, eps=eps)
+    return LOSSES[algorithm].advantage(rewards, group_ids)
 
 
 def _scalar(name: str, value: object) -> Tensor:
@@ -126,7 +128,7 @@ class Convention:
 
 def _call_flashsim(fn, algorithm, batch, log_probs, behavior, rewards, shard, eps) -> Tensor:
     args = [log_probs, behavior, rewards, batch.action_mask]
-    if algorithm == "grpo":
+    if algorithm != "flash_reinforce":  # grpo, and the registry rows (which take group_ids=None too)
         args.append(batch.group_ids)
     if shard is None:
         return _scalar("flashsim", fn(*args))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from flashsim.losses import bernoulli_kl
+from flashsim.losses import LOSSES, bernoulli_kl
 from flashsim.testing.conventions import Convention, algorithm_advantages, shard_of
 from flashsim.testing.strategies import LossBatch, loss_batches, shard_sizes
 
@@ -159,10 +159,11 @@ def with_rewards(batch: LossBatch, rewards: Tensor) -> LossBatch:
 # ---- the checks -------------------------------------------------------------------------------------
 
 def _batch(case: Case, ctx: Context, *, padding: str = "zeros", **options) -> LossBatch:
-    """A float64 batch (zero padding unless asked); for GRPO, groups of G ∈ {2, 3, 4} (advantages not all 0)."""
+    """A float64 batch (zero padding unless asked); for GRPO (and the registry's other grouped rows), groups
+    of G ∈ {2, 3, 4} (advantages not all 0)."""
     from hypothesis import strategies as st
 
-    if ctx.algorithm == "grpo" and "group_size" not in options:
+    if LOSSES[ctx.algorithm].group_size > 1 and "group_size" not in options:
         options["group_size"] = case.draw(st.integers(2, 4), "G")
         low, high = options.get("batch_size", (1, 8))
         options["batch_size"] = (max(low, options["group_size"]), high)
