@@ -28,11 +28,22 @@ def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
-def _kill_after_update(out: Path, mode: str, update: int) -> None:
-    command = [sys.executable, "-m", "scale", "train", "--config", "tiny_cpu"]
+def _command(out: Path, mode: str, *extra: str) -> list[str]:
+    command = [sys.executable, "-m", "scale", "train", "--config", "tiny_cpu", *extra]
     for assignment in _overrides(out, mode):
         command += ["--set", assignment]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return command
+
+
+def _run(out: Path, mode: str, *extra: str) -> None:
+    """A whole run in a fresh process, as the killed one ran (the pytest worker's torch state differs:
+    threads and earlier tests' global state changed the straight run's numbers in an in-process run)."""
+    result = subprocess.run(_command(out, mode, *extra), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def _kill_after_update(out: Path, mode: str, update: int) -> None:
+    process = subprocess.Popen(_command(out, mode), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -49,18 +60,15 @@ def _kill_after_update(out: Path, mode: str, update: int) -> None:
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_run_killed_and_resumed_has_each_metrics_row_once(tmp_path, mode):
-    from scale.run.config import load_config
-    from scale.run.trainer import Trainer
-
     killed = tmp_path / "killed"
     _kill_after_update(killed, mode, update=4)  # checkpoints at 3, 6, 9: rows 4.. are recomputed
     assert max(r["update"] for r in _rows(killed)) < UPDATES
-    Trainer(load_config("scale/configs/tiny_cpu.yaml", _overrides(killed, mode)), resume=True).run()
+    _run(killed, mode, "--resume")
     updates = [r["update"] for r in _rows(killed)]
     assert updates == list(range(UPDATES + 1))
     if mode == "sync":  # same numbers as a run never interrupted (times excepted)
         straight = tmp_path / "straight"
-        Trainer(load_config("scale/configs/tiny_cpu.yaml", _overrides(straight, mode))).run()
+        _run(straight, mode)
         for a, b in zip(_rows(killed), _rows(straight)):
             assert {k: v for k, v in a.items() if not k.startswith("time/")} == \
                    {k: v for k, v in b.items() if not k.startswith("time/")}
