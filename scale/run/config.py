@@ -88,6 +88,9 @@ class WarmupConfig:
     """Demonstrations per warm-up step."""
     learning_rate: float = field(default=3e-3, metadata={FORMER: "lr"})
     """Peak AdamW learning rate of the warm-up."""
+    cache: str | None = None
+    """Folder of warm-ups shared between runs: a run whose model, data, warm-up and seed match one saved
+    there starts from it instead of warming up again (null: every run warms up itself)."""
 
 
     def __post_init__(self) -> None:

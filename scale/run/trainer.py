@@ -34,7 +34,7 @@ from scale.rollouts.sources import lag_metrics
 from scale.rollouts.trajectory import Rollout, RolloutEngine, SamplingParams
 from scale.run.build import EVAL_SEED_OFFSET, build, build_source
 from scale.run.config import Config
-from scale.run.warmup import warmup
+from scale.run.warmup import shared_warmup, warmup
 
 CHECKPOINT, CONFIG = "checkpoint/state.pt", "config.yaml"
 COLUMNS = (
@@ -97,10 +97,20 @@ class Trainer:
         w, p = self.config.warmup, self.parts
         start = time.perf_counter()
         bar = ProgressBar(w.steps, description="warm-up", unit="step", enabled=self.config.log.progress)
-        losses = warmup(p.model, p.tokenizer, p.train_examples, steps=w.steps, batch_size=w.batch_size,
-                        lr=w.learning_rate,
-                        rng=np.random.default_rng([self.config.seed, 1]), chunk_size=self.config.train.chunk_size,
-                        callback=lambda step, loss: bar.advance(loss=f"{loss:.3f}"))
+
+        def train() -> list[float]:
+            return warmup(p.model, p.tokenizer, p.train_examples, steps=w.steps, batch_size=w.batch_size,
+                          lr=w.learning_rate, rng=np.random.default_rng([self.config.seed, 1]),
+                          chunk_size=self.config.train.chunk_size,
+                          callback=lambda step, loss: bar.advance(loss=f"{loss:.3f}"))
+
+        if w.cache is None:
+            losses = train()
+        else:  # everything the warm-up depends on (not the cache folder itself)
+            c = self.config
+            settings = {"seed": c.seed, "model": to_dict(c.model), "data": to_dict(c.data),
+                        "warmup": {**to_dict(w), "cache": None}, "chunk_size": c.train.chunk_size}
+            losses = shared_warmup(w.cache, settings, p.model, train)
         bar.close()
         if p.data_parallel:
             broadcast_parameters(p.model)

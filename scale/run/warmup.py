@@ -8,14 +8,19 @@ The loss uses the same chunked log-probs as the learner.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from flashsim.io import load_checkpoint, save_checkpoint
 from flashsim.validation import check_int, check_real
 from scale.learner.learner import pack, policy_log_probs
 from scale.rollouts.prompts import PromptExample
@@ -92,3 +97,35 @@ def warmup(
         if callback is not None:
             callback(step, losses[-1])
     return losses
+
+
+def shared_warmup(folder: Path | str, settings: Mapping[str, Any], model: Any, train: Callable[[], list[float]]
+                  ) -> list[float]:
+    """Warm up once per ``settings``, shared by every run (and process) that uses ``folder``.
+
+    The first run whose ``settings`` (model, data, warm-up and seed: everything the warm-up depends on)
+    are new calls ``train()`` and saves the weights, the loss curve and torch's random state as
+    ``FOLDER/<hash of settings>.pt`` (tensors and plain data only); a later run with the same settings
+    loads them instead, so it starts RL from exactly the weights and random state an own warm-up would
+    have left. Arms of one seed in ``python -m scale reproduce`` share one warm-up this way, which also
+    pairs them exactly. A second process with the same settings waits on a lock rather than train twice.
+
+    Returns the warm-up's per-step losses (those saved, when loaded).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(dict(settings), sort_keys=True)
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:20]}.pt"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process is killed
+        if path.exists():
+            state = load_checkpoint(path)
+            if state["settings"] != text:
+                raise ValueError(f"{path} holds the warm-up of other settings (a hash collision?); delete it")
+            model.load_state_dict(state["model"])
+            torch.set_rng_state(state["torch_rng"])
+            return list(state["losses"])
+        losses = train()
+        save_checkpoint(path, {"settings": text, "model": model.state_dict(), "losses": losses,
+                               "torch_rng": torch.get_rng_state()})
+        return losses
