@@ -16,7 +16,7 @@ from typing import Any
 from scale.rollouts.prompts import PromptExample
 from scale.rollouts.rewards import score
 from scale.rollouts.tokenizer import Tokenizer
-from scale.rollouts.tools import generate_with_tools
+from scale.rollouts.tools import calculator, generate_with_tools
 from scale.rollouts.trajectory import Rollout, RolloutEngine, SamplingParams, Trajectory
 
 
@@ -30,6 +30,8 @@ class RolloutSettings:
     tools: bool = False
     max_turns: int = 3
     on_reward_error: str = "raise"
+    tool: Callable[[str], str] = calculator
+    """What a ``<calc>`` call answers: the exact calculator, or an ``UnreliableCalculator``."""
 
 
 def response_text(trajectory: Trajectory, tokenizer: Tokenizer) -> str:
@@ -42,7 +44,8 @@ def generate(engine: RolloutEngine, tokenizer: Tokenizer, prompt_ids: Sequence[S
              settings: RolloutSettings) -> list[Trajectory]:
     """Single-turn generation, or multi-turn with the calculator when ``settings.tools``."""
     if settings.tools:
-        return generate_with_tools(engine, tokenizer, prompt_ids, settings.sampling, max_turns=settings.max_turns)
+        return generate_with_tools(engine, tokenizer, prompt_ids, settings.sampling, max_turns=settings.max_turns,
+                                   tool=settings.tool)
     return engine.generate(prompt_ids, settings.sampling)
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import operator
 from collections.abc import Callable, Sequence
 
-from flashsim.validation import check_int
+from flashsim.validation import check_int, check_probability
 from scale.rollouts.tokenizer import Tokenizer
 from scale.rollouts.trajectory import RolloutEngine, SamplingParams, Trajectory
 
@@ -52,6 +53,37 @@ def calculator(expression: str) -> str:
     except (SyntaxError, ValueError, RecursionError):
         return CALC_ERROR
     return str(value) if len(str(abs(value))) <= MAX_RESULT_DIGITS else CALC_ERROR
+
+
+@dataclasses.dataclass(frozen=True)
+class UnreliableCalculator:
+    """A calculator that answers a fixed share ``error_rate`` of expressions wrong (off by 1 to 9).
+
+    Which expressions, and by how much, is a hash of ``(seed, expression)``: the same expression always
+    gets the same answer, so runs are reproducible and resume exactly, and a policy can only learn how
+    far to trust the tool, not which calls to repeat. With such a tool, tool calls also occur in failed
+    trajectories (the model copied a wrong result), which is what a positive-only update cannot see.
+    Plain data, so it pickles to worker processes and Ray actors.
+
+    >>> tool = UnreliableCalculator(1.0, seed=3)
+    >>> tool("12*7") != "84", tool("12*7") == tool("12*7"), UnreliableCalculator(0.0)("12*7")
+    (True, True, '84')
+    """
+
+    error_rate: float
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_probability("error_rate", self.error_rate)
+        check_int("seed", self.seed)
+
+    def __call__(self, expression: str) -> str:
+        answer = calculator(expression)
+        digest = hashlib.sha256(f"{self.seed}:{expression.strip()}".encode()).digest()
+        if answer == CALC_ERROR or int.from_bytes(digest[:8], "big") / 2**64 >= self.error_rate:
+            return answer
+        offset = 1 + digest[8] % 9
+        return str(int(answer) + (offset if digest[9] % 2 else -offset))
 
 
 def tool_call(text: str) -> str | None:

@@ -28,6 +28,7 @@ from scale.rollouts.ray_sources import RayRollouts
 from scale.rollouts.rewards import resolve_reward
 from scale.rollouts.sources import AsyncRollouts, SyncRollouts
 from scale.rollouts.tokenizer import CharTokenizer, Tokenizer
+from scale.rollouts.tools import UnreliableCalculator, calculator
 from scale.rollouts.trajectory import RolloutEngine
 from scale.run.config import Config
 
@@ -66,8 +67,9 @@ def build(config: Config) -> Parts:
     model, tokenizer = build_model(config)
     train_examples, test_examples = build_data(config)
     r, t, lp = config.rollout, config.train, config.loop
+    tool = UnreliableCalculator(r.tool_error_rate, seed=config.seed) if r.tool_error_rate > 0 else calculator
     settings = RolloutSettings(config.rollout.sampling_params(), resolve_reward(r.reward), config.group_size, r.tools,
-                               r.max_turns, r.on_reward_error)
+                               r.max_turns, r.on_reward_error, tool)
     optimizer = torch.optim.AdamW(model.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
     ramp = max(t.lr_warmup_updates, 1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / ramp))

@@ -19,7 +19,7 @@ from typing import Any
 import flashsim.config as configs
 from flashsim.config import FORMER
 from flashsim.losses import LOSSES
-from flashsim.validation import check_choice, check_divisible, check_int, check_real, check_str
+from flashsim.validation import check_choice, check_divisible, check_int, check_probability, check_real, check_str
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
@@ -120,6 +120,9 @@ class RolloutConfig:
     """Let the model call the synthetic task's calculator (``<calc>expr</calc>``, multi-turn trajectories)."""
     max_turns: int = 3
     """Most assistant turns per trajectory when tools are on."""
+    tool_error_rate: float = 0.0
+    """Share of expressions the calculator answers wrong (fixed per expression by the seed): tool calls
+    then also occur in failed trajectories."""
     reward: str = "math"
     """``math`` or a custom reward function ``package.module:function`` (prompt, response, answer) -> float."""
     on_reward_error: str = "raise"
@@ -128,6 +131,7 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         check_int("max_turns", self.max_turns, low=1)
+        check_probability("tool_error_rate", self.tool_error_rate)
         check_choice("engine", self.engine, ENGINES)
         if self.group_size is not None:
             check_int("group_size", self.group_size, low=1)

@@ -9,7 +9,7 @@ import torch  # noqa: E402
 from scale.learner import pack, policy_log_probs  # noqa: E402
 from scale.rollouts import SamplingParams  # noqa: E402
 from scale.rollouts.engines import TransformersEngine  # noqa: E402
-from scale.rollouts.tools import calculator, generate_with_tools, tool_call  # noqa: E402
+from scale.rollouts.tools import UnreliableCalculator, calculator, generate_with_tools, tool_call  # noqa: E402
 
 
 @pytest.mark.parametrize("expression, expected", [("12*7", "84"), (" 3 - 10 ", "-7"), ("(2+3)*4", "20"),
@@ -17,6 +17,34 @@ from scale.rollouts.tools import calculator, generate_with_tools, tool_call  # n
                                                   ("9" * 7 + "*" + "9" * 7, "?")])
 def test_calculator_evaluates_integer_arithmetic_and_nothing_else(expression, expected):
     assert calculator(expression) == expected
+
+
+def test_the_unreliable_calculator_is_wrong_on_its_share_of_expressions_by_one_to_nine_and_always_the_same():
+    expressions = [f"{a}*{b}" for a in range(40) for b in range(40)]
+    tool = UnreliableCalculator(0.3, seed=7)
+    wrong = [e for e in expressions if tool(e) != calculator(e)]
+    assert abs(len(wrong) / len(expressions) - 0.3) < 0.04  # 1,600 expressions: ±3.5 standard errors
+    assert all(1 <= abs(int(tool(e)) - int(calculator(e))) <= 9 for e in wrong)
+    assert [tool(e) for e in wrong] == [UnreliableCalculator(0.3, seed=7)(e) for e in wrong]  # a pure function
+    assert {e for e in expressions if UnreliableCalculator(0.3, seed=8)(e) != calculator(e)} != set(wrong)
+    assert tool("2**3") == "?" and UnreliableCalculator(0.0)("12*7") == "84"
+
+
+@pytest.mark.parametrize("error_rate", [-0.1, 1.5])
+def test_the_unreliable_calculator_refuses_a_rate_outside_zero_one(error_rate):
+    with pytest.raises(ValueError, match="error_rate"):
+        UnreliableCalculator(error_rate)
+
+
+def test_the_run_config_builds_the_unreliable_tool_with_the_run_seed():
+    from scale.run.build import build
+    from scale.run.config import load_config
+
+    config = load_config("scale/configs/tiny_cpu.yaml", ["rollout.tool_error_rate=0.25", "seed=3", "warmup.steps=0",
+                                                          "data.num_train=64", "data.num_test=16"])
+    assert build(config).settings.tool == UnreliableCalculator(0.25, seed=3)
+    with pytest.raises(ValueError, match="tool_error_rate"):
+        load_config("scale/configs/tiny_cpu.yaml", ["rollout.tool_error_rate=2"])
 
 
 def test_tool_call_reads_the_last_complete_call_at_the_end():
