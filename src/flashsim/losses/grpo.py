@@ -1,16 +1,7 @@
-"""GRPO, the competitor: group-normalised advantages and PPO's clip (DeepSeekMath, Shao et al. 2024).
+"""GRPO, the competitor (DeepSeekMath, Shao et al. 2024): :func:`grpo_loss`, and the group baselines.
 
-Several sibling rollouts per prompt form a group g; by default the loss is aggregated with DAPO's
-token-mean (Yu et al. 2025; TRL's default ``loss_type``)::
-
-    A_i  = (R_i − mean_g R) / (std_g R + ε)
-    r_it = π(a_it) / π_old(a_it)                                   live: carries the gradient
-    L    = −(1/Σ_j T_j) Σ_it min(r_it A_i, clip(r_it, 1 − ε_low, 1 + ε_high) A_i)
-
-DeepSeekMath's own GRPO (TRL ``loss_type="grpo"``) is ``aggregation="sample_mean"``; Dr. GRPO (TRL
-``"dr_grpo"``) is ``scale_by_std=False, aggregation="seq_mean_token_sum_norm"``. Also here: the other
-group baselines (:func:`group_centered`, RLOO's :func:`leave_one_out`). Padding, dtypes and sharded
-denominators follow :mod:`flashsim.losses.loss`.
+Besides GRPO's group-normalised advantage: Dr. GRPO's :func:`group_centered` and RLOO's
+:func:`leave_one_out`. Padding, dtypes and sharded denominators follow :mod:`flashsim.losses.loss`.
 
 Glossary: B trajectories, G trajectories per group (prompt), T token slots.
 """
@@ -57,7 +48,14 @@ def grpo_loss(
     log_ratio_clamp: float | None = None,
     validate: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """GRPO's loss and its detached stats (see the module docstring for the formula).
+    """GRPO's loss and its detached stats; by default aggregated with DAPO's token-mean (TRL's default):
+
+        A_i  = (R_i − mean_g R) / (std_g R + ε)              # group-normalised
+        r_it = π(a_it) / π_old(a_it)                         # live: carries the gradient
+        L    = −(1/Σ_j T_j) Σ_it min(r_it A_i, clip(r_it, 1 − ε_low, 1 + ε_high) A_i)
+
+    DeepSeekMath's own GRPO (TRL ``loss_type="grpo"``) is ``aggregation="sample_mean"``; Dr. GRPO (TRL
+    ``"dr_grpo"``) is ``scale_by_std=False, aggregation="seq_mean_token_sum_norm"``.
 
     Args:
         log_probs: log π_θ of the sampled tokens (carries the graph).
@@ -66,17 +64,21 @@ def grpo_loss(
         action_mask: True on policy tokens.
         group_ids: which prompt each trajectory answers (siblings share an id); may be None only
             when ``advantages`` is given.
-        clip_eps, clip_eps_high: clip range ``[1 − clip_eps, 1 + clip_eps_high]`` (default symmetric;
-            DAPO's clip-higher when ``clip_eps_high`` is larger).
+        clip_eps: ε_low; the clip range is ``[1 − clip_eps, 1 + clip_eps_high]``.
+        clip_eps_high: ε_high (default ``clip_eps``; larger is DAPO's clip-higher).
         scale_by_std: divide by the group std (False gives Dr. GRPO's centred advantage).
         std_eps: ε added to the group std (default 1e-6; TRL uses 1e-4). It bounds |A| by
             |R − mean| / ε when a group's rewards barely differ.
         aggregation: ``"token_mean"`` (DAPO's; TRL's default), ``"sample_mean"`` (DeepSeekMath GRPO)
             or another mode of :data:`~flashsim.losses.AGGREGATIONS`.
-        advantages, num_sequences, num_tokens, max_tokens, log_ratio_clamp, validate: as in
-            :func:`~flashsim.losses.flash_reinforce_loss`.
-        reference_log_probs, kl_coef: optional k3 penalty ``β · agg(exp(ref − log π) − (ref − log π) − 1)``
-            to a reference policy (β = 0 by default, as in most recent GRPO recipes).
+        advantages: precomputed ``[B]`` advantages instead of those from ``rewards`` and ``group_ids``.
+        num_sequences: global B of a sharded batch.
+        num_tokens: global Σ T_i (token-mean).
+        max_tokens: T_max of ``seq_mean_token_sum_norm``.
+        log_ratio_clamp: opt-in cap on |log r|; outside it the token's gradient is 0.
+        validate: run the value checks that synchronise with the device.
+        reference_log_probs: log π_ref for the optional k3 penalty to a reference policy.
+        kl_coef: β of ``β · agg(exp(ref − log π) − (ref − log π) − 1)`` (0 by default, as in recent recipes).
 
     Returns:
         ``(loss, stats)`` with the keys of :func:`~flashsim.losses.flash_reinforce_loss` (every

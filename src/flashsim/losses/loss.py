@@ -1,25 +1,10 @@
-"""FlashREINFORCE's loss, written as the paper writes it (NVIDIA 2026).
+"""FlashREINFORCE's loss, written as the paper writes it (NVIDIA 2026): see :func:`flash_reinforce_loss`.
 
-One-Batch REINFORCE advantage, Sequence Trust Region, Sample-Mean Optimization; the loss is
-*minimised*, so ``−∇L`` is the paper's update direction::
-
-    A_i  = R_i − (1/B) Σ_j R_j                                   one-batch baseline
-    ρ_it = exp(log π(a_it) − log μ(a_it))                         detached, never clipped
-    d_it = KL(Bern(μ(a_it)) ‖ Bern(π(a_it))),  D̄_i = (1/T_i) Σ_t d_it
-    m_i  = 1[D̄_i ≤ δ]                                            the whole trajectory in or out
-    L    = −(1/B) Σ_i (m_i A_i / T_i) Σ_t ρ_it log π(a_it)        sample-mean
-
-The ablations are named options of the same function: ``gate="token"`` (keep token t iff d_it ≤ δ)
-or ``"none"``; ``aggregation=`` any mode of :data:`AGGREGATIONS`; ``tis_cap=C`` (truncated IS:
-weight min(ρ, C)); ``ratio_bounds=(low, high)`` (IcePop: drop a token whose ρ leaves the band);
-``importance_sampling=False`` (weight 1); ``negative_token_fraction=q`` (the appendix's filter: a
-failed trajectory keeps its ⌈q·T_i⌉ highest-entropy tokens).
-
-Padding slots (``action_mask`` False) may hold anything, NaN and ±inf included: they are replaced with
-``torch.where`` before any arithmetic, never multiplied by zero (0 · NaN = NaN). bf16/fp16 inputs are
-computed in float32; float64 stays float64. Sharded callers compute the advantages over the whole
-batch and pass them with ``advantages=`` and the global ``num_sequences`` / ``num_tokens``, so the
-shard losses add up to the full-batch loss exactly (a rejected trajectory stays in B).
+The ablations are named options of the same function. Padding slots (``action_mask`` False) may hold
+anything, NaN and ±inf included: they are replaced with ``torch.where`` before any arithmetic, never
+multiplied by zero (0 · NaN = NaN). bf16/fp16 inputs are computed in float32; float64 stays float64.
+Sharded callers compute the advantages over the whole batch and pass them with ``advantages=`` and the
+global ``num_sequences`` / ``num_tokens``, so the shard losses add up to the full-batch loss exactly.
 
 Glossary: B trajectories, T token slots, T_i policy tokens of trajectory i, μ the behaviour policy
 (its log-prob stored at sampling time), π the current learner, δ the gate threshold.
@@ -67,7 +52,13 @@ def flash_reinforce_loss(
     failures: Tensor | None = None,
     validate: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """FlashREINFORCE's loss and its detached stats (see the module docstring for the formula).
+    """FlashREINFORCE's loss and its detached stats. It is *minimised*: ``−∇L`` is the paper's update:
+
+        A_i  = R_i − (1/B) Σ_j R_j                          # one-batch baseline
+        ρ_it = exp(log π(a_it) − log μ(a_it))                # detached, never clipped
+        d_it = KL(Bern(μ(a_it)) ‖ Bern(π(a_it)))             # sampled-action Bernoulli KL
+        m_i  = 1[(1/T_i) Σ_t d_it ≤ δ]                       # the whole trajectory in or out
+        L    = −(1/B) Σ_i (m_i A_i / T_i) Σ_t ρ_it log π(a_it)   # sample-mean
 
     Args:
         log_probs: log π_θ of the sampled tokens under the current learner (carries the graph).
@@ -83,12 +74,15 @@ def flash_reinforce_loss(
         importance_sampling: weight by ρ (False: by 1, plain on-policy REINFORCE terms).
         tis_cap: truncated importance sampling, weight ``min(ρ, C)`` (Yao et al. 2025); None: no cap.
         ratio_bounds: ``(low, high)``: a token whose ρ leaves the band contributes nothing (IcePop).
-        num_sequences, num_tokens, max_tokens: global denominators of a sharded batch (see :func:`aggregate`).
+        num_sequences: global B of a sharded batch (see :func:`token_weights`).
+        num_tokens: global Σ T_i (token-mean).
+        max_tokens: T_max of ``seq_mean_token_sum_norm`` (default: the width T).
         log_ratio_clamp: opt-in cap c on |log ρ| (30.0 is slime's value); without it an overflowing ρ
             on a kept token raises ``FloatingPointError``. The weight is then ``exp(clamp(log ρ))``.
-        negative_token_fraction, entropies, failures: the appendix's negative-token entropy filter:
-            with q < 1 a failed trajectory (``failures`` [B] bool) keeps only its ⌈q·T_i⌉ tokens of
-            highest behaviour entropy (``entropies`` [B, T]); it keeps its 1/T_i and its place in B.
+        negative_token_fraction: q of the appendix's filter: with q < 1 a failed trajectory keeps only its
+            ⌈q·T_i⌉ tokens of highest behaviour entropy (and its 1/T_i and its place in B).
+        entropies: ``[B, T]`` behaviour entropies per token (the filter only).
+        failures: ``[B]`` bool, the failed trajectories (the filter only).
         validate: run the value checks that synchronise with the device.
 
     Returns:
