@@ -172,8 +172,8 @@ def c3_aggregation(profile: str) -> ClaimDesign:
     return ClaimDesign(
         claim="C3",
         title="Sample-mean vs token-mean aggregation",
-        paper="Article: from the same checkpoint, sample-mean stayed near 2,518 tokens with 17.2 % truncation; token-mean "
-              "grew to 3,947 tokens with 45.3 % truncation, and tool use fell.",
+        paper="Article: from the same checkpoint, sample-mean stayed near 2,518 tokens with 17.2 % truncation; "
+              "token-mean grew to 3,947 tokens with 45.3 % truncation, and tool use fell.",
         question="Does token-mean make the final policy longer and truncate more often than sample-mean? "
                  "ReasoningChain (think or answer; truncation at H = 16 gives 0) is the length toy; "
                  "ToolGridworld adds tool calls. Length, truncation and tool calls are exact expectations of "
@@ -250,8 +250,8 @@ def c5_fresh(profile: str) -> ClaimDesign:
     return ClaimDesign(
         claim="C5",
         title="One fresh batch per update vs m minibatches from one batch",
-        paper="Article: at 102.4K trajectories and 800 updates, a fresh batch per update 28.45; four sequential minibatches "
-              "of each collected batch 26.80.",
+        paper="Article: at 102.4K trajectories and 800 updates, a fresh batch per update 28.45; four sequential "
+              "minibatches of each collected batch 26.80.",
         question="Both arms take the same number of updates on 128 trajectories each and use the same data: the "
                  "fresh arm collects 128 per update, the minibatch arm collects 128·m and takes m sequential "
                  "steps on its slices (slice j is j updates stale, and the gate sees it). ToolGridworld, lag 0; "
@@ -286,7 +286,8 @@ def c6_breadth(profile: str) -> ClaimDesign:
     return ClaimDesign(
         claim="C6",
         title="Breadth vs depth: more prompts once vs fewer prompts G times",
-        paper="Article (an alternative explanation it names, not a claim of the paper): FlashREINFORCE spends 128 rollouts on 128 prompts where GRPO spends them on 32 prompts × 4; the "
+        paper="Article (an alternative explanation it names, not a claim of the paper): FlashREINFORCE spends "
+              "128 rollouts on 128 prompts where GRPO spends them on 32 prompts × 4; the "
               "article names prompt coverage as the strongest alternative explanation of the gains (no direct "
               "number; ALFWorld unseen 96.5 % vs 86.3 % for another single-rollout method).",
         question="A linear policy over prompt features (PromptBandit, 512 prompts, 128 held out) generalises "

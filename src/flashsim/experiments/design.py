@@ -120,6 +120,8 @@ class Comparison:
     def __post_init__(self) -> None:
         check_choice("direction", self.direction, DIRECTIONS)
         check_choice("source", self.source, SOURCES)
+        if self.arm == self.baseline:
+            raise ValueError(f"a comparison needs two different arms, got {self.arm!r} twice")
         if self.effect is None and self.metric not in SMALLEST_EFFECTS:
             raise ValueError(f"metric {self.metric!r} has no pre-registered smallest effect; pass effect= "
                              f"or use one of {sorted(SMALLEST_EFFECTS)}")
@@ -128,8 +130,6 @@ class Comparison:
     def smallest_effect(self) -> Effect:
         """The effect the verdict must clear."""
         return self.effect or SMALLEST_EFFECTS[self.metric]
-        if self.arm == self.baseline:
-            raise ValueError(f"a comparison needs two different arms, got {self.arm!r} twice")
 
 
 @dataclass(frozen=True)

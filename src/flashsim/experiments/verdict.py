@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-
 DIRECTIONS = ("greater", "less")
 """How the paper orders two arms on a metric: ``greater`` (a > b) or ``less`` (a < b)."""
 
