@@ -68,3 +68,12 @@ def test_a_final_success_comparison_between_arms_at_the_optimum_decides_nothing(
     design = small_design()
     run_sweep([design], tmp_path, jobs=1, progress=False, run=near_optimum)
     assert summarize(design, tmp_path)["primary"]["verdict"] == "at the ceiling"
+
+
+def test_a_tuning_grid_compares_each_arm_at_its_own_best_setting(tmp_path):
+    design = small_design(tuning=("lr0.1", "lr0.5"))  # arm a's auc is 0.2 higher at lr 0.1; b's is flat
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)
+    tuned = summarize(design, tmp_path)["tuned"]
+    assert tuned["best"]["a"] == "lr0.1"
+    assert tuned["comparisons"][0]["verdict"] == SUPPORTED
+    assert "at each arm's best" in markdown_tables(summarize(design, tmp_path))

@@ -73,7 +73,33 @@ def summarize(design: ClaimDesign, out: Path | str) -> dict[str, object]:
         "table": table,
         "comparisons": comparisons,
         "primary": {**comparisons[0]["by_knob"][design.headline], "comparison": _describe(comparisons[0])},
+        "tuned": _tuned(design, records) if design.tuning else None,
     }
+
+
+TUNING_METRIC = "auc"
+"""What picks an arm's best setting in a tuning grid (higher is better; it never saturates)."""
+
+
+def _tuned(design: ClaimDesign, records) -> dict[str, object]:
+    """Each arm at the tuning-grid setting of its highest mean ``auc``, and the comparisons paired across those
+    settings (same seeds; exploratory: the selection uses the same runs)."""
+    best = {arm.name: max(design.tuning, key=lambda knob: _mean_or_low(records[(arm.name, knob)]))
+            for arm in design.arms}
+    results = []
+    for comparison in design.comparisons:
+        arm = metric_values(records[(comparison.arm, best[comparison.arm])], comparison.metric)
+        baseline = metric_values(records[(comparison.baseline, best[comparison.baseline])], comparison.metric)
+        verdict = paired_verdict(arm, baseline, comparison.direction, comparison.smallest_effect)
+        results.append({"comparison": _describe({"metric": comparison.metric, "arm": comparison.arm,
+                                                 "baseline": comparison.baseline, "direction": comparison.direction}),
+                        **verdict.to_dict(), "factor": _factor(arm, baseline, comparison.direction)})
+    return {"metric": TUNING_METRIC, "best": best, "comparisons": results}
+
+
+def _mean_or_low(records: list[dict | None]) -> float:
+    mean = mean_interval(metric_values(records, TUNING_METRIC)).mean
+    return mean if math.isfinite(mean) else -math.inf
 
 
 def _compare(design: ClaimDesign, comparison, records) -> dict[str, object]:
@@ -146,6 +172,16 @@ def markdown_tables(summary: dict) -> str:
             verdict = f"{result['verdict']} (exploratory)" if result["exploratory"] else f"**{result['verdict']}**"
             lines.append(f"| {_describe(comparison)} | {labels[knob]}{mark} | {fmt_interval(result['difference'])} "
                          f"| ±{fmt(result['effect'], 3)} | {fmt(result['factor'], 2)} | {verdict} |")
+    if summary.get("tuned"):
+        tuned = summary["tuned"]
+        lines += ["", f"Each arm at its best setting of the tuning grid (highest mean `{tuned['metric']}`): "
+                  + "; ".join(f"{arms[a]}: {labels[k]}" for a, k in tuned["best"].items()) + " (exploratory).", "",
+                  "| comparison at each arm's best | mean difference [95 % CI] | smallest effect | factor | verdict |",
+                  "|---|---|---|---|---|"]
+        for result in tuned["comparisons"]:
+            lines.append(f"| {result['comparison']} | {fmt_interval(result['difference'])} "
+                         f"| ±{fmt(result['effect'], 3)} | {fmt(result['factor'], 2)} "
+                         f"| {result['verdict']} (exploratory) |")
     metrics = list(summary["metrics"])
     lines += ["", "| setting | arm | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for knob, by_arm in summary["table"].items():

@@ -40,6 +40,10 @@ def _pick(profile: str, smoke, quick, full):
     return {"smoke": smoke, "quick": quick, "full": full}[profile]
 
 
+LEARNING_RATES = (0.03, 0.1, 0.3)
+"""C1's pre-registered learning-rate grid at the headline budget (0.1 is the base's)."""
+
+
 def _eval_every(updates: int) -> int:
     return max(1, updates // 20)
 
@@ -54,13 +58,18 @@ def _base(env: str = "gridworld", batch_size: int = 128, updates: int = 100, eva
 def c1_budget(profile: str) -> ClaimDesign:
     """C1: FlashREINFORCE vs GRPO at a matched rollout budget, and GRPO at twice the budget."""
     budgets = _pick(profile, (10,), (25, 50, 100, 200), (25, 50, 100, 200, 400))
-    knob = tuple(
-        KnobValue(
-            f"u{u}", f"{u * 128:,} rollouts", {"updates": u, "eval_every": _eval_every(u)},
-            {"grpo_2x": {"updates": 2 * u, "eval_every": _eval_every(2 * u)}}, value=u * 128,
-        )
-        for u in budgets
-    )
+
+    def budget(u: int, rate: float | None = None) -> KnobValue:
+        overrides = {"updates": u, "eval_every": _eval_every(u)}
+        name, label = f"u{u}", f"{u * 128:,} rollouts"
+        if rate is not None:
+            overrides["algorithm.learning_rate"] = rate
+            name, label = f"{name}_lr{rate}", f"{label}, lr {rate}"
+        return KnobValue(name, label, overrides, {"grpo_2x": {"updates": 2 * u, "eval_every": _eval_every(2 * u)}},
+                         value=u * 128)
+
+    grid = _pick(profile, (), LEARNING_RATES, LEARNING_RATES)
+    knob = tuple(budget(u) for u in budgets) + tuple(budget(budgets[-1], rate) for rate in grid if rate != 0.1)
     return ClaimDesign(
         claim="C1",
         title="FlashREINFORCE vs GRPO at a matched rollout budget, and GRPO at twice the budget",
@@ -73,8 +82,10 @@ def c1_budget(profile: str) -> ClaimDesign:
                  "rollouts, and the factor is GRPO's rollouts over FlashREINFORCE's, to set beside 2×. Twice the "
                  "rollouts has two readings, both run: twice the updates at the same batch (`grpo_2x`) and twice "
                  "the batch (64 × 4) at the same updates (`grpo_2batch`). Area under the success curve at a "
-                 "matched budget and final success are secondary. Every arm uses lr 0.1 (no per-arm grid in this "
-                 "budget). The knob is the budget (updates × 128 rollouts); the headline is the largest.",
+                 "matched budget and final success are secondary. The knob is the budget (updates × 128 "
+                 "rollouts) at lr 0.1; the headline is the largest. At the headline budget a pre-registered grid "
+                 "lr ∈ {0.03, 0.1, 0.3} runs every arm, and each arm is also compared at its own best learning "
+                 "rate (highest mean auc).",
         base=_base(),
         arms=(
             Arm("flash", "FlashREINFORCE (128 × 1)", {"algorithm.loss": "flash_reinforce"}),
@@ -96,10 +107,11 @@ def c1_budget(profile: str) -> ClaimDesign:
             Comparison("success_train", "flash", "grpo_2batch", paper="38.0 (256K) vs 36.3 (GRPO, 512K)"),
             Comparison("success_train", "flash", "grpo", source="none"),
         ),
-        headline=knob[-1].name,
+        headline=f"u{budgets[-1]}",
         seeds=_seeds(profile),
         profile=profile,
         metrics=("optimum", "success_peak", "rollouts", "length", "tool_calls"),
+        tuning=tuple(f"u{budgets[-1]}" if rate == 0.1 else f"u{budgets[-1]}_lr{rate}" for rate in grid),
     )
 
 

@@ -178,6 +178,9 @@ class ClaimDesign:
     """Which budget built it: ``smoke``, ``quick`` or ``full``."""
     metrics: tuple[str, ...] = ()
     """Extra metrics to tabulate (beside those of the comparisons)."""
+    tuning: tuple[str, ...] = ()
+    """Knob values forming a pre-registered tuning grid (e.g. learning rates at the headline budget): each
+    arm is also compared at its own best one (highest mean ``auc``), an exploratory comparison."""
     vary_instance: bool = True
     """Seed the task instance too (``env_options["seed"]`` = the cell's seed: another layout, other prompt
     probabilities), so the intervals cover the task, not only the optimisation."""
@@ -201,6 +204,9 @@ class ClaimDesign:
             unknown = set(comparison.knobs or ()) - set(knobs)
             if unknown:
                 raise ValueError(f"comparison names knob values {sorted(unknown)}; valid: {knobs}")
+        unknown = set(self.tuning) - set(knobs)
+        if unknown:
+            raise ValueError(f"tuning names knob values {sorted(unknown)}; valid: {knobs}")
         if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be at least two distinct ints (paired CI), got {self.seeds}")
 

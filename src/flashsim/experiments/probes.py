@@ -27,7 +27,8 @@ def probe_design(design: ClaimDesign) -> ClaimDesign:
     """The design of ``design``'s probes: its headline knob value only, under the claim name ``<claim>-probes``."""
     headline = design.knob_value(design.headline)
     comparisons = tuple(c for c in design.comparisons if c.knobs is None or design.headline in c.knobs)
-    return replace(design, claim=f"{design.claim}-probes", knob=(headline,), comparisons=comparisons, metrics=())
+    return replace(design, claim=f"{design.claim}-probes", knob=(headline,), comparisons=comparisons, metrics=(),
+                   tuning=())
 
 
 def probe_table(design: ClaimDesign, out: Path | str) -> str:
