@@ -60,13 +60,12 @@ def c1_budget(profile: str) -> ClaimDesign:
     budgets = _pick(profile, (10,), (25, 50, 100, 200), (25, 50, 100, 200, 400))
 
     def budget(u: int, rate: float | None = None) -> KnobValue:
-        overrides = {"updates": u, "eval_every": _eval_every(u)}
+        overrides = {"updates": u}
         name, label = f"u{u}", f"{u * 128:,} rollouts"
         if rate is not None:
             overrides["algorithm.learning_rate"] = rate
             name, label = f"{name}_lr{rate}", f"{label}, lr {rate}"
-        return KnobValue(name, label, overrides, {"grpo_2x": {"updates": 2 * u, "eval_every": _eval_every(2 * u)}},
-                         value=u * 128)
+        return KnobValue(name, label, overrides, {"grpo_2x": {"updates": 2 * u}}, value=u * 128)
 
     grid = _pick(profile, (), LEARNING_RATES, LEARNING_RATES)
     knob = tuple(budget(u) for u in budgets) + tuple(budget(budgets[-1], rate) for rate in grid if rate != 0.1)
@@ -82,11 +81,13 @@ def c1_budget(profile: str) -> ClaimDesign:
                  "rollouts, and the factor is GRPO's rollouts over FlashREINFORCE's, to set beside 2×. Twice the "
                  "rollouts has two readings, both run: twice the updates at the same batch (`grpo_2x`) and twice "
                  "the batch (64 × 4) at the same updates (`grpo_2batch`). Area under the success curve at a "
-                 "matched budget and final success are secondary. The knob is the budget (updates × 128 "
+                 "matched budget and final success are secondary. Every arm is evaluated exactly after every "
+                 "update, so the threshold and the area are read on the same fine grid (a coarser grid for the "
+                 "longer arm biased both against it). The knob is the budget (updates × 128 "
                  "rollouts) at lr 0.1; the headline is the largest. At the headline budget a pre-registered grid "
                  "lr ∈ {0.03, 0.1, 0.3} runs every arm, and each arm is also compared at its own best learning "
                  "rate (highest mean auc).",
-        base=_base(),
+        base=_base(eval_every=1),  # every update: rollouts-to-threshold and auc on the same fine grid for every arm
         arms=(
             Arm("flash", "FlashREINFORCE (128 × 1)", {"algorithm.loss": "flash_reinforce"}),
             Arm("grpo", "GRPO (32 × 4), same rollouts", {"algorithm.loss": "grpo", "algorithm.group_size": 4}),
