@@ -54,8 +54,9 @@ def _headline_numbers(summary: dict) -> str:
     row = summary["table"][headline]
     arms = {a["name"]: a["label"] for a in summary["arms"]}
     arm, baseline, metric = primary["arm"], primary["baseline"], primary["metric"]
+    factor = primary["by_knob"][headline]["factor"]
     return (f"{arms[arm]} {fmt_interval(row[arm][metric])} vs {arms[baseline]} "
-            f"{fmt_interval(row[baseline][metric])} ({metric})")
+            f"{fmt_interval(row[baseline][metric])} ({metric}; factor {fmt(factor, 2)})")
 
 
 def _verdict_line(comparison: dict, summary: dict) -> str:
@@ -81,7 +82,8 @@ def _drift_table(summary: dict) -> str:
     if "sequence_kl" not in summary["metrics"]:
         return ""
     arms = summary["arms"]
-    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3):", "",
+    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3, the "
+             "reference implementation's default):", "",
              "| setting | " + " | ".join(a["label"] for a in arms) + " |", "|---|" + "---|" * len(arms)]
     for knob in summary["knob"]:
         cells = []
@@ -198,7 +200,8 @@ def write_report(
         "paper), **reference implementation** (FlashREINFORCE's published code and defaults), or **other systems** "
         "(published numbers of other asynchronous RL systems, not of FlashREINFORCE).", "",
         "The paper's numbers come from LLM training (Qwen2.5-Math-1.5B, Qwen2.5-7B-Instruct, ...); ours from small "
-        "tabular or linear policies on toy envs. The comparison is of *directions*, never of magnitudes.", "",
+        "tabular or linear policies on toy envs. The comparison is of directions and of ratios (C1's rollouts, C7's "
+        "speed-up), never of raw magnitudes.", "",
         *overview, "",
         "In the tables, *factor* is the favoured arm's mean over the baseline's (the baseline's over the arm's for a "
         "`<` comparison: a speed-up for C7, GRPO's rollouts over FlashREINFORCE's for C1's rollouts-to-threshold, to "
