@@ -345,7 +345,8 @@ def c7_async(profile: str) -> ClaimDesign:
                  "grouping. The primary metric is simulated seconds per update, and the prediction can fail: "
                  "its smallest effect is pre-registered at 50 % of GRPO's time, so *supported* means a speed-up "
                  "above 2× (the other systems' range), *not supported* an async arm at least 1.5× slower, "
-                 "*negligible* a speed-up below 2× and a slowdown below 1.5×. The headline is σ = 1 (the env's default).",
+                 "*negligible* a speed-up below 2× and a slowdown below 1.5×. The headline is σ = 1 (the env's "
+                 "default).",
         base=_base(updates=updates, eval_every=_eval_every(updates)),
         arms=(
             Arm("flash_async", "FlashREINFORCE, async", {"algorithm.loss": "flash_reinforce", "lag": "workers:64"}),
