@@ -8,8 +8,9 @@ async speed-ups quoted for C7 are other systems' (ROLL Flash, AReaL), not the ar
 measures cannot saturate (``auc``, ``rollouts_to_90``): final success is secondary.
 
 Budgets: ``smoke`` runs each claim in seconds (2 seeds, one or two knob values; CI), ``quick`` is the
-default of ``flashsim reproduce --quick`` (10 seeds, all of ``reproduce all --quick`` ≤ 10 min on
-2 cores), ``full`` has 20 seeds, longer runs and wider knobs (≤ 60 min on 2 cores).
+default of ``flashsim reproduce --quick`` (10 seeds 0–9; all of ``reproduce all --quick`` took ~15 min
+on 2 cores shared with other jobs), ``full`` has 20 fresh seeds (1000–1019), longer runs and wider
+knobs (≤ 45 min on 2 idle cores).
 """
 
 from __future__ import annotations
@@ -385,7 +386,7 @@ def build_design(claim: str, profile: str = "quick", seeds: int | None = None) -
 
     >>> design = build_design("C4", "smoke")
     >>> [arm.name for arm in design.arms], design.headline, len(design.cells())
-    (['signed', 'positive_only'], 'gridworld', 4)
+    (['signed', 'positive_only', 'signed_token_sum', 'positive_only_token_sum'], 'gridworld', 8)
     """
     if claim not in CLAIMS:
         raise ValueError(f"claim must be one of {', '.join(CLAIMS)}; got {claim!r}")
