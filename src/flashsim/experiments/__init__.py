@@ -54,7 +54,8 @@ def write_outputs(design: ClaimDesign, out: Path | str) -> dict:
 
 __all__ = [
     "AT_CEILING", "Arm", "CELL_METRICS", "CLAIMS", "Cell", "ClaimDesign", "Comparison", "Effect", "INCONCLUSIVE",
-    "KnobValue", "NEGLIGIBLE", "NOT_SUPPORTED", "PROFILES", "SUPPORTED", "build_design", "mean_interval", "paired_verdict",
+    "KnobValue", "NEGLIGIBLE", "NOT_SUPPORTED", "PROFILES", "SUPPORTED", "build_design", "mean_interval",
+    "paired_verdict",
     "plot_curves", "plot_knob", "run_cell", "run_sweep", "summarize", "with_overrides", "write_outputs",
     "write_report", "write_summary",
 ]
