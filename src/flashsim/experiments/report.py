@@ -103,8 +103,8 @@ def _design_block(design: ClaimDesign) -> str:
     return (f"- Base run (the env, and the `TrainConfig` paths that differ from the defaults): `{base}`\n"
             f"- Arms: {arms}\n"
             f"- Knob ({design.knob_name}): {knob}; headline: {design.knob_value(design.headline).label}\n"
-            f"- Seeds: {len(design.seeds)} ({design.seeds[0]}–{design.seeds[-1]}; paired: every arm and setting runs every "
-            f"seed{'; the seed also draws the task instance, env_options.seed' if design.vary_instance else ''})\n")
+            f"- Seeds: {len(design.seeds)} ({design.seeds[0]}–{design.seeds[-1]}; paired: every arm and setting runs "
+            f"every seed{'; the seed also draws the task instance, env_options.seed' if design.vary_instance else ''})\n")
 
 
 def _dotted(data: dict, prefix: str = "") -> dict[str, object]:
