@@ -94,6 +94,9 @@ def _drift_table(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+INSTANCE = "; the seed also draws the task instance, env_options.seed"
+
+
 def _design_block(design: ClaimDesign) -> str:
     defaults = _dotted(to_dict(TrainConfig()))
     base = {path: value for path, value in _dotted(to_dict(design.base)).items()
@@ -104,7 +107,7 @@ def _design_block(design: ClaimDesign) -> str:
             f"- Arms: {arms}\n"
             f"- Knob ({design.knob_name}): {knob}; headline: {design.knob_value(design.headline).label}\n"
             f"- Seeds: {len(design.seeds)} ({design.seeds[0]}–{design.seeds[-1]}; paired: every arm and setting runs "
-            f"every seed{'; the seed also draws the task instance, env_options.seed' if design.vary_instance else ''})\n")
+            f"every seed{INSTANCE if design.vary_instance else ''})\n")
 
 
 def _dotted(data: dict, prefix: str = "") -> dict[str, object]:
