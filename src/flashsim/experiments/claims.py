@@ -41,6 +41,11 @@ def _pick(profile: str, smoke, quick, full):
     return {"smoke": smoke, "quick": quick, "full": full}[profile]
 
 
+HARD_CHAIN = "chain_h32"
+"""C1's harder task: ReasoningChain with horizon 32. Pilot (issue 19, seeds 0–1, 200 updates × 128): the best
+arm ends at 0.64–0.77 of the exact optimum (FlashREINFORCE 0.731 / 0.609 of 0.950 / 0.948, GRPO 0.665 / 0.634);
+a 7 × 7 ToolGridworld with 4 candidates and H = 30 was still solved (0.99) and was not taken."""
+
 LEARNING_RATES = (0.03, 0.1, 0.3)
 """C1's pre-registered learning-rate grid at the headline budget (0.1 is the base's)."""
 
@@ -70,6 +75,10 @@ def c1_budget(profile: str) -> ClaimDesign:
 
     grid = _pick(profile, (), LEARNING_RATES, LEARNING_RATES)
     knob = tuple(budget(u) for u in budgets) + tuple(budget(budgets[-1], rate) for rate in grid if rate != 0.1)
+    if profile != "smoke":  # a harder task at the headline budget, picked by a pilot (best arm < 0.9 of the optimum)
+        hard = budget(budgets[-1])
+        knob += (replace(hard, name=f"{hard.name}_{HARD_CHAIN}", label=f"{hard.label}, ReasoningChain H = 32",
+                         overrides={**hard.overrides, "env": "chain", "env_options": {"horizon": 32}}),)
     return ClaimDesign(
         claim="C1",
         title="FlashREINFORCE vs GRPO at a matched rollout budget, and GRPO at twice the budget",
