@@ -2,7 +2,8 @@
 
 ``fake_run(config)`` returns every metric of ``CELL_METRICS``; ``success_train`` is 0.5 + a seed
 effect shared by all arms + 0.2 for loss ``flash_reinforce`` at learning rate 0.1 only (so a design
-whose knob is the learning rate has a verdict that flips), + a small arm-and-seed wobble.
+whose knob is the learning rate has a verdict that changes along it), + a small arm-and-seed wobble. The
+exact optimum is 1.0, so no arm is at the ceiling.
 """
 
 from flashsim.experiments.run_cell import CELL_METRICS
@@ -16,7 +17,8 @@ def fake_run(config):
     wobble = WOBBLE[(seed + len(algorithm.loss)) % len(WOBBLE)]
     success = 0.5 + 0.03 * seed + effect + wobble
     metrics = dict.fromkeys(CELL_METRICS, 0.0)
-    metrics.update(success_train=success, success_peak=success, length=float(config.updates))
+    metrics.update(success_train=success, success_peak=success, length=float(config.updates), optimum=1.0,
+                   optimum_heldout=1.0, auc=success - 0.1)
     curve = {"update": [0.0, float(config.updates - 1)], "sim_clock": [0.0, 1.0], "success_train": [0.5, success]}
     return {"metrics": metrics, "curve": curve}
 

@@ -1,4 +1,4 @@
-"""From cells to summaries: per-arm intervals, paired verdicts per knob value, flips, tables and the report."""
+"""From cells to summaries: per-arm intervals, paired verdicts per knob value, tables and the report."""
 
 import math
 
@@ -9,14 +9,15 @@ from tests.experiments.fakes import WOBBLE, fake_run
 from tests.experiments.test_design import small_design
 
 
-def test_verdicts_follow_the_constructed_effect_and_the_flip_is_located(tmp_path):
+def test_verdicts_follow_the_constructed_effect_and_only_the_headline_primary_is_confirmatory(tmp_path):
     design = small_design()  # a = flash_reinforce, b = no_gate; the fake effect exists at lr 0.1 only
     run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)
     summary = summarize(design, tmp_path)
     comparison = summary["comparisons"][0]
     assert comparison["by_knob"]["lr0.1"]["verdict"] == SUPPORTED
     assert comparison["by_knob"]["lr0.5"]["verdict"] == INCONCLUSIVE  # only the ±0.02 wobble is left
-    assert comparison["flips"] == ["lr0.1 → lr0.5"]
+    assert [comparison["by_knob"][k]["exploratory"] for k in ("lr0.1", "lr0.5")] == [False, True]
+    assert comparison["by_knob"]["lr0.1"]["effect"] == 0.01  # success: the pre-registered 0.01
     assert summary["primary"]["verdict"] == SUPPORTED
     expected = [0.2 + WOBBLE[(s + 15) % 6] - WOBBLE[(s + 7) % 6] for s in design.seeds]
     assert math.isclose(comparison["by_knob"]["lr0.1"]["difference"]["mean"], sum(expected) / 3, rel_tol=1e-12)
@@ -52,4 +53,27 @@ def test_tables_csv_and_report_are_written_and_name_the_verdict(tmp_path):
     text = report.read_text()
     assert "flashsim reproduce CX" in text and "Hand-written words." in text
     assert "**Verdict: supported.**" in text
+    assert "**The verdict rule**" in text and "ε = 0.01" in text
     assert (tmp_path / "docs" / "results" / "CX" / "table.md").exists()
+
+
+def test_a_final_success_comparison_between_arms_at_the_optimum_decides_nothing(tmp_path):
+    from tests.experiments.fakes import fake_run as base
+
+    def near_optimum(config):
+        result = base(config)
+        result["metrics"]["optimum"] = result["metrics"]["success_train"] + 0.005  # both arms within ε
+        return result
+
+    design = small_design()
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=near_optimum)
+    assert summarize(design, tmp_path)["primary"]["verdict"] == "at the ceiling"
+
+
+def test_a_tuning_grid_compares_each_arm_at_its_own_best_setting(tmp_path):
+    design = small_design(tuning=("lr0.1", "lr0.5"))  # arm a's auc is 0.2 higher at lr 0.1; b's is flat
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)
+    tuned = summarize(design, tmp_path)["tuned"]
+    assert tuned["best"]["a"] == "lr0.1"
+    assert tuned["comparisons"][0]["verdict"] == SUPPORTED
+    assert "at each arm's best" in markdown_tables(summarize(design, tmp_path))

@@ -126,3 +126,16 @@ def test_the_probe_design_keeps_the_headline_and_the_comparisons_that_apply_ther
         assert probes.claim == f"{claim}-probes"
         assert [value.name for value in probes.knob] == [design.headline]
         assert all(c.knobs is None or design.headline in c.knobs for c in probes.comparisons)
+
+
+def test_seeds_vary_the_task_instance_unless_the_design_says_not():
+    cells = small_design().cells()
+    assert all(cell.config.env_options["seed"] == cell.seed for cell in cells)
+    fixed = small_design(vary_instance=False).cells()
+    assert all("seed" not in cell.config.env_options for cell in fixed)
+
+
+def test_a_comparison_needs_a_preregistered_smallest_effect():
+    with pytest.raises(ValueError, match="smallest effect"):
+        Comparison("rollouts", "a", "b")
+    assert str(Comparison("rollouts_to_90", "a", "b", "less").smallest_effect) == "5% of the baseline"

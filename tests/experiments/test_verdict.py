@@ -1,4 +1,11 @@
-"""The verdict rule on constructed data: supported, not supported, inconclusive, and its edge cases."""
+"""The verdict rule on constructed data: its five outcomes against hand-computed intervals, and its edge cases.
+
+Hand computation for n = 4 seeds (t_{3, 0.975} = 3.1824463052837078, from any t table: 3.182):
+differences 0.05, 0.06, 0.07, 0.06 have mean 0.06 and sd √(2e-4 / 3) = 0.0081649658, so the half-width
+is 3.1824463 · 0.0081649658 / 2 = 0.0129922826 and the interval [0.0470077174, 0.0729922826]. Scaled by
+1/30 (0.001, 0.002, 0.003, 0.002) it is [0.0007007717, 0.0032992283]; 0.00, 0.02, 0.04, 0.02 give
+mean 0.02, sd 0.0163299316, half-width 0.0259845653 and [−0.0059845653, 0.0459845653].
+"""
 
 import math
 
@@ -6,66 +13,113 @@ import pytest
 from scipy import stats
 
 from flashsim.experiments.verdict import (
+    AT_CEILING,
     INCONCLUSIVE,
+    NEGLIGIBLE,
     NOT_SUPPORTED,
     SUPPORTED,
+    Effect,
+    Interval,
+    at_ceiling,
     decide,
     mean_interval,
     paired_verdict,
 )
 
-ARM = [0.80, 0.85, 0.90, 0.82, 0.88]
-BASELINE = [0.60, 0.70, 0.65, 0.62, 0.71]
+E = Effect(0.01)
+BASELINE = [0.50, 0.60, 0.70, 0.80]  # a large shared seed effect; pairing removes it
+CLEAR = [0.05, 0.06, 0.07, 0.06]  # → [0.0470077174, 0.0729922826]
+TINY = [0.001, 0.002, 0.003, 0.002]  # → [0.0007007717, 0.0032992283]
+WIDE = [0.00, 0.02, 0.04, 0.02]  # → [−0.0059845653, 0.0459845653]
 
 
-def test_a_clear_difference_in_the_papers_direction_is_supported():
-    assert paired_verdict(ARM, BASELINE, "greater").verdict == SUPPORTED
+def shifted(differences, sign=1.0):
+    return [b + sign * d for b, d in zip(BASELINE, differences)]
 
 
-def test_a_clear_difference_in_the_opposite_direction_is_not_supported():
-    assert paired_verdict(BASELINE, ARM, "greater").verdict == NOT_SUPPORTED
-    assert paired_verdict(ARM, BASELINE, "less").verdict == NOT_SUPPORTED
+def check_interval(verdict, mean, low, high):
+    assert verdict.difference.n == 4
+    assert verdict.difference.mean == pytest.approx(mean, abs=1e-12)
+    assert verdict.difference.low == pytest.approx(low, abs=1e-10)
+    assert verdict.difference.high == pytest.approx(high, abs=1e-10)
 
 
-def test_direction_less_is_supported_when_the_arm_is_lower():
-    assert paired_verdict(BASELINE, ARM, "less").verdict == SUPPORTED
+def test_an_interval_that_clears_the_smallest_effect_on_the_papers_side_is_supported():
+    verdict = paired_verdict(shifted(CLEAR), BASELINE, "greater", E)
+    check_interval(verdict, 0.06, 0.0470077174, 0.0729922826)
+    assert verdict.verdict == SUPPORTED and verdict.effect == 0.01
 
 
-def test_an_interval_that_contains_zero_is_inconclusive():
-    arm = [0.70, 0.62, 0.75, 0.60, 0.68]
-    baseline = [0.66, 0.69, 0.64, 0.67, 0.63]  # differences +0.04 -0.07 +0.11 -0.07 +0.05
-    verdict = paired_verdict(arm, baseline, "greater")
-    assert verdict.difference.low < 0 < verdict.difference.high
+def test_an_interval_that_clears_it_on_the_other_side_is_not_supported():
+    verdict = paired_verdict(shifted(CLEAR, -1.0), BASELINE, "greater", E)
+    check_interval(verdict, -0.06, -0.0729922826, -0.0470077174)
+    assert verdict.verdict == NOT_SUPPORTED
+    assert paired_verdict(shifted(CLEAR, -1.0), BASELINE, "less", E).verdict == SUPPORTED
+    assert paired_verdict(shifted(CLEAR), BASELINE, "less", E).verdict == NOT_SUPPORTED
+
+
+def test_a_tight_interval_inside_the_smallest_effect_is_negligible_even_though_it_excludes_zero():
+    verdict = paired_verdict(shifted(TINY), BASELINE, "greater", E)
+    check_interval(verdict, 0.002, 0.0007007717, 0.0032992283)
+    assert verdict.difference.low > 0  # the old rule called this supported
+    assert verdict.verdict == NEGLIGIBLE
+    assert paired_verdict(shifted(TINY), BASELINE, "less", E).verdict == NEGLIGIBLE
+
+
+def test_an_interval_that_straddles_the_smallest_effect_is_inconclusive():
+    verdict = paired_verdict(shifted(WIDE), BASELINE, "greater", E)
+    check_interval(verdict, 0.02, -0.0059845653, 0.0459845653)
     assert verdict.verdict == INCONCLUSIVE
-    assert paired_verdict(arm, baseline, "less").verdict == INCONCLUSIVE
 
 
-def test_pairing_decides_where_unpaired_intervals_overlap():
-    # a large shared seed effect, a small consistent difference: the paired interval excludes 0
-    shared = [0.1, 0.5, 0.9, 0.3, 0.7]
-    arm = [s + 0.02 for s in shared]
-    assert mean_interval(arm).low < mean_interval(shared).high  # unpaired intervals overlap
-    assert paired_verdict(arm, shared, "greater").verdict == SUPPORTED
+def test_both_arms_within_epsilon_of_the_optimum_is_at_the_ceiling_whatever_the_interval():
+    arm, baseline = [0.999, 0.998, 0.999, 0.997], [0.992, 0.993, 0.991, 0.994]
+    gaps = ([1 - a for a in arm], [1 - b for b in baseline])  # mean gaps 0.00175 and 0.0075 ≤ ε = 0.01
+    verdict = paired_verdict(arm, baseline, "greater", Effect(0.001), gaps=gaps)
+    assert verdict.difference.low > 0.001  # decisive without the ceiling rule
+    assert verdict.verdict == AT_CEILING
+    far = ([1 - a for a in arm], [1.02 - b for b in baseline])  # baseline's mean gap 0.0275 > ε
+    assert paired_verdict(arm, baseline, "greater", Effect(0.001), gaps=far).verdict == SUPPORTED
+
+
+def test_the_ceiling_takes_each_arms_mean_gap():
+    assert at_ceiling([0.0, 0.02], [0.01, 0.01])  # means 0.01 and 0.01
+    assert not at_ceiling([0.0, 0.0201], [0.0, 0.0])  # mean 0.01005
+    assert not at_ceiling([math.nan], [0.0])
+
+
+def test_a_relative_effect_scales_with_the_baselines_mean():
+    rollouts_flash, rollouts_grpo = [900.0, 1000.0, 1100.0], [1200.0, 1300.0, 1400.0]
+    verdict = paired_verdict(rollouts_flash, rollouts_grpo, "less", Effect(0.05, relative=True))
+    assert verdict.effect == pytest.approx(0.05 * 1300.0, rel=1e-12)
+    assert verdict.verdict == SUPPORTED  # −300 exactly on every seed: the interval is a point below −65
+    almost = [1280.0, 1290.0, 1300.0]
+    assert paired_verdict(almost, rollouts_grpo, "less", Effect(0.05, relative=True)).verdict != SUPPORTED
 
 
 def test_the_interval_is_students_t_on_the_paired_differences_in_float64():
-    differences = [a - b for a, b in zip(ARM, BASELINE)]
+    differences = CLEAR
     n = len(differences)
     mean = sum(differences) / n
     sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1))
     half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-    interval = paired_verdict(ARM, BASELINE, "greater").difference
-    assert interval.n == n
+    interval = paired_verdict(shifted(CLEAR), BASELINE, "greater", E).difference
     assert interval.mean == pytest.approx(mean, rel=1e-12)
     assert interval.low == pytest.approx(mean - half, rel=1e-12)
     assert interval.high == pytest.approx(mean + half, rel=1e-12)
 
 
+def test_pairing_decides_where_unpaired_intervals_overlap():
+    shared = [0.1, 0.5, 0.9, 0.3, 0.7]
+    arm = [s + 0.02 for s in shared]
+    assert mean_interval(arm).low < mean_interval(shared).high  # unpaired intervals overlap
+    assert paired_verdict(arm, shared, "greater", E).verdict == SUPPORTED
+
+
 def test_missing_values_drop_their_pair():
     arm = [0.9, math.nan, 0.8, None, 0.85]
     baseline = [0.5, 0.5, math.nan, 0.4, 0.45]
-    verdict = paired_verdict(arm, baseline, "greater")
-    assert verdict.difference.n == 2  # seeds 0 and 4 only
+    assert paired_verdict(arm, baseline, "greater", E).difference.n == 2  # seeds 0 and 4 only
 
 
 @pytest.mark.parametrize(
@@ -74,26 +128,31 @@ def test_missing_values_drop_their_pair():
     ids=["one-seed", "one-complete-pair", "no-seeds"],
 )
 def test_fewer_than_two_pairs_is_inconclusive(arm, baseline):
-    assert paired_verdict(arm, baseline, "greater").verdict == INCONCLUSIVE
+    assert paired_verdict(arm, baseline, "greater", E).verdict == INCONCLUSIVE
 
 
-def test_identical_arms_are_inconclusive_and_a_constant_nonzero_difference_is_decided():
+def test_identical_arms_are_negligible_and_an_interval_on_the_effect_is_not_decided():
     values = [0.3, 0.5, 0.7]
-    assert paired_verdict(values, values, "greater").verdict == INCONCLUSIVE
-    assert paired_verdict([v + 0.1 for v in values], values, "greater").verdict == SUPPORTED
-
-
-def test_an_interval_touching_zero_is_inconclusive():
-    interval = mean_interval([0.0, 0.2])
-    shifted = type(interval)(mean=0.1, low=0.0, high=0.2, n=2)
-    assert decide(shifted, "greater") == INCONCLUSIVE
+    assert paired_verdict(values, values, "greater", E).verdict == NEGLIGIBLE
+    on_the_edge = Interval(mean=0.02, low=0.01, high=0.03, n=3)
+    assert decide(on_the_edge, "greater", 0.01) == INCONCLUSIVE  # lo must exceed e strictly
+    touching = Interval(mean=0.0, low=-0.01, high=0.005, n=3)
+    assert decide(touching, "greater", 0.01) == INCONCLUSIVE  # negligible needs lo > −e strictly
 
 
 @pytest.mark.parametrize(
-    "arm, baseline, direction, message",
-    [([1.0, 2.0], [1.0], "greater", "one value per seed"), ([1.0, 2.0], [1.0, 2.0], "higher", "direction")],
-    ids=["length-mismatch", "unknown-direction"],
+    "arm, baseline, direction, effect, error, message",
+    [([1.0, 2.0], [1.0], "greater", E, ValueError, "one value per seed"),
+     ([1.0, 2.0], [1.0, 2.0], "higher", E, ValueError, "direction"),
+     ([1.0, 2.0], [1.0, 2.0], "greater", 0.01, TypeError, "effect must be an Effect")],
+    ids=["length-mismatch", "unknown-direction", "bare-float-effect"],
 )
-def test_bad_input_raises_value_error_naming_the_problem(arm, baseline, direction, message):
-    with pytest.raises(ValueError, match=message):
-        paired_verdict(arm, baseline, direction)
+def test_bad_input_raises_naming_the_problem(arm, baseline, direction, effect, error, message):
+    with pytest.raises(error, match=message):
+        paired_verdict(arm, baseline, direction, effect)
+
+
+@pytest.mark.parametrize("value", [0, -0.1, math.nan, math.inf])
+def test_a_smallest_effect_must_be_positive_and_finite(value):
+    with pytest.raises(ValueError, match="smallest effect"):
+        Effect(value)

@@ -2,7 +2,7 @@
 
 Runs every cell (claim × arm × knob value × seed) of the chosen claims in parallel processes into
 ``--out`` (resumable: run the same command again after an interruption and only the missing cells
-run; for C1–C3 also gradient probes at the headline setting), then writes per claim ``summary.json``,
+run; for C1–C4 also gradient probes at the headline setting), then writes per claim ``summary.json``,
 ``table.md``, ``means.csv`` and two figures, prints the verdicts, and with ``--report`` writes the
 results page (``docs/results.md``). Designs and the verdict rule: :mod:`flashsim.experiments`.
 """
@@ -29,12 +29,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"claims to run: {', '.join(CLAIMS)} or all")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_const", dest="profile", const="quick",
-                        help="the quick budget (10 seeds; all claims in <= 10 min on 2 idle cores)")
+                        help="the quick budget (10 seeds; all claims in ~15 min on 2 busy cores)")
     budget.add_argument("--smoke", action="store_const", dest="profile", const="smoke",
                         help="seconds per claim, 2 seeds (a check that everything runs, not a result)")
     parser.set_defaults(profile="full")
     parser.add_argument("--seeds", type=int, default=None,
-                        help="seeds per cell (default: 20 full, 10 quick, 2 smoke)")
+                        help="seeds per cell (default: 20 full from seed 1000, 10 quick and 2 smoke from seed 0)")
     parser.add_argument("--out", type=Path, required=True, help="output directory (an existing one is resumed)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--report", type=Path, default=None,
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"flashsim reproduce: {error}", file=sys.stderr)
         return 2
     probed = [probe_design(design) for design in designs if design.claim in PROBED]
-    if probed:  # C1-C3: the gradient beside the training outcome, at the headline setting
+    if probed:  # C1-C4: the gradient beside the training outcome, at the headline setting
         ran += run_sweep(probed, args.out, jobs=args.jobs, progress=not args.no_progress, run=probe_cell)
         cells += sum(len(design.cells()) for design in probed)
     elapsed = time.perf_counter() - started

@@ -6,17 +6,18 @@ setting, seeds. :func:`run_sweep` runs its cells (arm × knob value × seed, one
 each, through the adapter :mod:`~flashsim.experiments.run_cell`) in parallel processes, one atomic JSON
 file per cell, resumable after any interruption; :mod:`~flashsim.experiments.analysis` turns the cells
 into means with 95 % intervals and paired verdicts (:mod:`~flashsim.experiments.verdict`, a rule fixed
-before the run); :mod:`~flashsim.experiments.plots` draws them; :mod:`~flashsim.experiments.report`
-writes ``docs/results.md``. ``flashsim reproduce`` is the command.
+before the run: a smallest effect of interest, a ceiling, five outcomes);
+:mod:`~flashsim.experiments.plots` draws them; :mod:`~flashsim.experiments.report` writes
+``docs/results.md``. ``flashsim reproduce`` is the command.
 
-Example (the smoke design of C4; ``run_sweep([design], out)`` would run its 4 cells):
+Example (the smoke design of C4; ``run_sweep([design], out)`` would run its 8 cells):
 
     >>> from flashsim.experiments import build_design
     >>> design = build_design("C4", "smoke")
     >>> [(cell.arm, cell.knob, cell.seed) for cell in design.cells()][:2]
     [('signed', 'gridworld', 0), ('positive_only', 'gridworld', 0)]
     >>> design.comparisons[0].metric, design.comparisons[0].direction
-    ('success_train', 'greater')
+    ('auc', 'greater')
 """
 
 from __future__ import annotations
@@ -30,7 +31,16 @@ from flashsim.experiments.plots import plot_curves, plot_knob
 from flashsim.experiments.report import figure_names, write_report
 from flashsim.experiments.run_cell import CELL_METRICS, run_cell
 from flashsim.experiments.runner import run_sweep
-from flashsim.experiments.verdict import INCONCLUSIVE, NOT_SUPPORTED, SUPPORTED, mean_interval, paired_verdict
+from flashsim.experiments.verdict import (
+    AT_CEILING,
+    INCONCLUSIVE,
+    NEGLIGIBLE,
+    NOT_SUPPORTED,
+    SUPPORTED,
+    Effect,
+    mean_interval,
+    paired_verdict,
+)
 
 
 def write_outputs(design: ClaimDesign, out: Path | str) -> dict:
@@ -43,8 +53,9 @@ def write_outputs(design: ClaimDesign, out: Path | str) -> dict:
 
 
 __all__ = [
-    "Arm", "CELL_METRICS", "CLAIMS", "Cell", "ClaimDesign", "Comparison", "INCONCLUSIVE", "KnobValue",
-    "NOT_SUPPORTED", "PROFILES", "SUPPORTED", "build_design", "mean_interval", "paired_verdict",
+    "AT_CEILING", "Arm", "CELL_METRICS", "CLAIMS", "Cell", "ClaimDesign", "Comparison", "Effect", "INCONCLUSIVE",
+    "KnobValue", "NEGLIGIBLE", "NOT_SUPPORTED", "PROFILES", "SUPPORTED", "build_design", "mean_interval",
+    "paired_verdict",
     "plot_curves", "plot_knob", "run_cell", "run_sweep", "summarize", "with_overrides", "write_outputs",
     "write_report", "write_summary",
 ]

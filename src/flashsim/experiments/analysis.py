@@ -1,13 +1,14 @@
-"""From cell files to a claim's summary: per-arm means with 95 % intervals, paired verdicts, flips.
+"""From cell files to a claim's summary: per-arm means with 95 % intervals and paired verdicts.
 
 :func:`summarize` reads the finished cells of a design (missing ones count as missing seeds), and
 returns plain data: for every knob value and arm the mean and t interval of each metric; for every
-comparison and knob value the paired difference, its interval, the verdict of
-:func:`~flashsim.experiments.verdict.paired_verdict` and the favoured arm's *factor* (mean of the
-favoured arm over the baseline's for ``greater``, baseline over arm for ``less``: a speed-up for C7);
-the primary comparison's verdict at the headline setting; and the knob values where a comparison's
-verdict changes (the *flips*). :func:`write_summary` writes it as ``summary.json``, ``table.md`` and
-``means.csv`` next to the cells.
+comparison and knob value the paired difference, its interval, the smallest effect it had to clear, the
+verdict of :func:`~flashsim.experiments.verdict.paired_verdict` (with the ceiling rule for final-success
+metrics) and the favoured arm's *factor* (mean of the favoured arm over the baseline's for ``greater``,
+baseline over arm for ``less``: a speed-up for C7, GRPO's rollouts over FlashREINFORCE's for C1); and
+the primary comparison's verdict at the headline setting, the claim's only confirmatory verdict (every
+other comparison-setting is exploratory). :func:`write_summary` writes it as ``summary.json``,
+``table.md`` and ``means.csv`` next to the cells.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.run_cell import CELL_METRICS, atomic_write_text
 from flashsim.experiments.runner import read_cell, to_json
-from flashsim.experiments.verdict import Interval, mean_interval, paired_verdict
+from flashsim.experiments.verdict import CEILINGS, Interval, mean_interval, paired_verdict
 
 SUMMARY, TABLE, MEANS = "summary.json", "table.md", "means.csv"
 FACTOR_FLOOR = 1e-9
@@ -72,7 +73,33 @@ def summarize(design: ClaimDesign, out: Path | str) -> dict[str, object]:
         "table": table,
         "comparisons": comparisons,
         "primary": {**comparisons[0]["by_knob"][design.headline], "comparison": _describe(comparisons[0])},
+        "tuned": _tuned(design, records) if design.tuning else None,
     }
+
+
+TUNING_METRIC = "auc"
+"""What picks an arm's best setting in a tuning grid (higher is better; it never saturates)."""
+
+
+def _tuned(design: ClaimDesign, records) -> dict[str, object]:
+    """Each arm at the tuning-grid setting of its highest mean ``auc``, and the comparisons paired across those
+    settings (same seeds; exploratory: the selection uses the same runs)."""
+    best = {arm.name: max(design.tuning, key=lambda knob: _mean_or_low(records[(arm.name, knob)]))
+            for arm in design.arms}
+    results = []
+    for comparison in design.comparisons:
+        arm = metric_values(records[(comparison.arm, best[comparison.arm])], comparison.metric)
+        baseline = metric_values(records[(comparison.baseline, best[comparison.baseline])], comparison.metric)
+        verdict = paired_verdict(arm, baseline, comparison.direction, comparison.smallest_effect)
+        results.append({"comparison": _describe({"metric": comparison.metric, "arm": comparison.arm,
+                                                 "baseline": comparison.baseline, "direction": comparison.direction}),
+                        **verdict.to_dict(), "factor": _factor(arm, baseline, comparison.direction)})
+    return {"metric": TUNING_METRIC, "best": best, "comparisons": results}
+
+
+def _mean_or_low(records: list[dict | None]) -> float:
+    mean = mean_interval(metric_values(records, TUNING_METRIC)).mean
+    return mean if math.isfinite(mean) else -math.inf
 
 
 def _compare(design: ClaimDesign, comparison, records) -> dict[str, object]:
@@ -81,14 +108,27 @@ def _compare(design: ClaimDesign, comparison, records) -> dict[str, object]:
     for knob in knobs:
         arm = metric_values(records[(comparison.arm, knob)], comparison.metric)
         baseline = metric_values(records[(comparison.baseline, knob)], comparison.metric)
-        verdict = paired_verdict(arm, baseline, comparison.direction)
-        by_knob[knob] = {**verdict.to_dict(), "factor": _factor(arm, baseline, comparison.direction)}
-    verdicts = [by_knob[k]["verdict"] for k in knobs]
-    flips = [f"{a} → {b}" for a, b, va, vb in zip(knobs, knobs[1:], verdicts, verdicts[1:]) if va != vb]
+        verdict = paired_verdict(arm, baseline, comparison.direction, comparison.smallest_effect,
+                                 gaps=_gaps(records, comparison, knob))
+        by_knob[knob] = {**verdict.to_dict(), "factor": _factor(arm, baseline, comparison.direction),
+                         "exploratory": not (comparison is design.comparisons[0] and knob == design.headline)}
     return {
         "metric": comparison.metric, "arm": comparison.arm, "baseline": comparison.baseline,
-        "direction": comparison.direction, "paper": comparison.paper, "by_knob": by_knob, "flips": flips,
+        "direction": comparison.direction, "paper": comparison.paper, "source": comparison.source,
+        "smallest_effect": str(comparison.smallest_effect), "by_knob": by_knob,
     }
+
+
+def _gaps(records, comparison, knob: str) -> tuple[list[float], list[float]] | None:
+    """Per seed, optimum − final success of both arms (the ceiling rule), for final-success metrics only."""
+    if comparison.metric not in CEILINGS:
+        return None
+    optimum = CEILINGS[comparison.metric]
+    return tuple(
+        [o - v for o, v in zip(metric_values(records[(name, knob)], optimum),
+                               metric_values(records[(name, knob)], comparison.metric))]
+        for name in (comparison.arm, comparison.baseline)
+    )
 
 
 def _factor(arm: list[float], baseline: list[float], direction: str) -> float:
@@ -124,13 +164,24 @@ def markdown_tables(summary: dict) -> str:
     """The verdict table (every comparison × knob value) and the means table, as Markdown."""
     labels = {k["name"]: k["label"] for k in summary["knob"]}
     arms = {a["name"]: a["label"] for a in summary["arms"]}
-    lines = ["| comparison (paper's direction) | setting | mean difference [95 % CI] | factor | verdict |",
-             "|---|---|---|---|---|"]
+    lines = ["| comparison (paper's direction) | setting | mean difference [95 % CI] | smallest effect | factor "
+             "| verdict |", "|---|---|---|---|---|---|"]
     for comparison in summary["comparisons"]:
         for knob, result in comparison["by_knob"].items():
             mark = " **(headline)**" if knob == summary["headline"] else ""
+            verdict = f"{result['verdict']} (exploratory)" if result["exploratory"] else f"**{result['verdict']}**"
             lines.append(f"| {_describe(comparison)} | {labels[knob]}{mark} | {fmt_interval(result['difference'])} "
-                         f"| {fmt(result['factor'], 2)} | {result['verdict']} |")
+                         f"| ±{fmt(result['effect'], 3)} | {fmt(result['factor'], 2)} | {verdict} |")
+    if summary.get("tuned"):
+        tuned = summary["tuned"]
+        lines += ["", f"Each arm at its best setting of the tuning grid (highest mean `{tuned['metric']}`): "
+                  + "; ".join(f"{arms[a]}: {labels[k]}" for a, k in tuned["best"].items()) + " (exploratory).", "",
+                  "| comparison at each arm's best | mean difference [95 % CI] | smallest effect | factor | verdict |",
+                  "|---|---|---|---|---|"]
+        for result in tuned["comparisons"]:
+            lines.append(f"| {result['comparison']} | {fmt_interval(result['difference'])} "
+                         f"| ±{fmt(result['effect'], 3)} | {fmt(result['factor'], 2)} "
+                         f"| {result['verdict']} (exploratory) |")
     metrics = list(summary["metrics"])
     lines += ["", "| setting | arm | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for knob, by_arm in summary["table"].items():

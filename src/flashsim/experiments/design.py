@@ -23,11 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from flashsim.config import load, to_dict
+from flashsim.experiments.verdict import DIRECTIONS, SMALLEST_EFFECTS, Effect
 from flashsim.sim.config import TrainConfig
 from flashsim.validation import check_choice
 
-DIRECTIONS = ("greater", "less")
-"""How the paper orders two arms on a metric: ``greater`` (a > b) or ``less`` (a < b)."""
+SOURCES = ("article", "reference implementation", "other systems", "none")
+"""Where a comparison's quoted number comes from: the source article about the paper, the FlashREINFORCE
+reference implementation, other systems (not FlashREINFORCE), or nowhere (no number is quoted)."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # names become file names
 
@@ -107,14 +109,27 @@ class Comparison:
     direction: str = "greater"
     """``greater``: the paper says arm > baseline; ``less``: arm < baseline."""
     paper: str = ""
-    """The paper's numbers for this comparison, as it states them."""
+    """The quoted numbers for this comparison, as their source states them."""
     knobs: tuple[str, ...] | None = None
     """Knob values where the comparison applies (None: all)."""
+    source: str = "article"
+    """Where ``paper`` comes from (one of :data:`SOURCES`)."""
+    effect: Effect | None = None
+    """The smallest effect of interest (None: the metric's pre-registered one in ``SMALLEST_EFFECTS``)."""
 
     def __post_init__(self) -> None:
         check_choice("direction", self.direction, DIRECTIONS)
+        check_choice("source", self.source, SOURCES)
         if self.arm == self.baseline:
             raise ValueError(f"a comparison needs two different arms, got {self.arm!r} twice")
+        if self.effect is None and self.metric not in SMALLEST_EFFECTS:
+            raise ValueError(f"metric {self.metric!r} has no pre-registered smallest effect; pass effect= "
+                             f"or use one of {sorted(SMALLEST_EFFECTS)}")
+
+    @property
+    def smallest_effect(self) -> Effect:
+        """The effect the verdict must clear."""
+        return self.effect or SMALLEST_EFFECTS[self.metric]
 
 
 @dataclass(frozen=True)
@@ -163,6 +178,12 @@ class ClaimDesign:
     """Which budget built it: ``smoke``, ``quick`` or ``full``."""
     metrics: tuple[str, ...] = ()
     """Extra metrics to tabulate (beside those of the comparisons)."""
+    tuning: tuple[str, ...] = ()
+    """Knob values forming a pre-registered tuning grid (e.g. learning rates at the headline budget): each
+    arm is also compared at its own best one (highest mean ``auc``), an exploratory comparison."""
+    vary_instance: bool = True
+    """Seed the task instance too (``env_options["seed"]`` = the cell's seed: another layout, other prompt
+    probabilities), so the intervals cover the task, not only the optimisation."""
 
     def __post_init__(self) -> None:
         _check_name("claim", self.claim)
@@ -183,6 +204,9 @@ class ClaimDesign:
             unknown = set(comparison.knobs or ()) - set(knobs)
             if unknown:
                 raise ValueError(f"comparison names knob values {sorted(unknown)}; valid: {knobs}")
+        unknown = set(self.tuning) - set(knobs)
+        if unknown:
+            raise ValueError(f"tuning names knob values {sorted(unknown)}; valid: {knobs}")
         if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be at least two distinct ints (paired CI), got {self.seeds}")
 
@@ -197,12 +221,18 @@ class ClaimDesign:
         return with_overrides(self.base, arm.overrides, knob.overrides, knob.arm_overrides.get(arm.name, {}))
 
     def cells(self) -> list[Cell]:
-        """Every cell, seed-major (an interrupted sweep has whole seeds done first)."""
+        """Every cell, seed-major (an interrupted sweep has whole seeds done first); the seed sets the run's
+        random streams and, with :attr:`vary_instance`, the task instance."""
         configs = {(arm.name, knob.name): self.config(arm, knob) for knob in self.knob for arm in self.arms}
         return [
-            Cell(self.claim, arm.name, knob.name, seed, replace(configs[(arm.name, knob.name)], seed=seed))
+            Cell(self.claim, arm.name, knob.name, seed, self._seeded(configs[(arm.name, knob.name)], seed))
             for seed in self.seeds for knob in self.knob for arm in self.arms
         ]
+
+    def _seeded(self, config: TrainConfig, seed: int) -> TrainConfig:
+        if not self.vary_instance:
+            return replace(config, seed=seed)
+        return replace(config, seed=seed, env_options={**config.env_options, "seed": seed})
 
     def with_seeds(self, seeds: tuple[int, ...]) -> ClaimDesign:
         return replace(self, seeds=tuple(seeds))

@@ -1,4 +1,4 @@
-"""Gradient probes: does the gradient-level finding predict the training-level one? (C1–C3)
+"""Gradient probes: does the gradient-level finding predict the training-level one? (C1–C4)
 
 For a claim's headline setting, every arm and seed is trained again (the same deterministic run as its
 cell) while :func:`~flashsim.experiments.run_cell.probe_cell` measures the arm's own update direction
@@ -17,8 +17,8 @@ from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.run_cell import PROBE_METRICS
 from flashsim.experiments.verdict import mean_interval
 
-PROBED = ("C1", "C2", "C3")
-"""Claims whose headline setting is probed (the issue asks for C1–C3)."""
+PROBED = ("C1", "C2", "C3", "C4")
+"""Claims whose headline setting is probed (C4: is positive-only's expected update aimed at ∇J?)."""
 
 TABLE_METRICS = ("cosine_of_mean", "cosine", "bias_norm_debiased", "variance", "acceptance_rate")
 
@@ -27,7 +27,8 @@ def probe_design(design: ClaimDesign) -> ClaimDesign:
     """The design of ``design``'s probes: its headline knob value only, under the claim name ``<claim>-probes``."""
     headline = design.knob_value(design.headline)
     comparisons = tuple(c for c in design.comparisons if c.knobs is None or design.headline in c.knobs)
-    return replace(design, claim=f"{design.claim}-probes", knob=(headline,), comparisons=comparisons, metrics=())
+    return replace(design, claim=f"{design.claim}-probes", knob=(headline,), comparisons=comparisons, metrics=(),
+                   tuning=())
 
 
 def probe_table(design: ClaimDesign, out: Path | str) -> str:

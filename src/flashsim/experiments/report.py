@@ -21,10 +21,27 @@ from flashsim.experiments.analysis import MEANS, SUMMARY, TABLE, fmt, fmt_interv
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.probes import probe_design, probe_table
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
+from flashsim.experiments.verdict import CEILING_EPSILON
 from flashsim.sim.config import TrainConfig
 
 DELTA = 3e-3
-"""The sequence gate's δ (FlashREINFORCE's default), the unit of the drift regimes."""
+"""The sequence gate's δ (the reference implementation's default, not a number of the article), the unit
+of the drift regimes."""
+
+RULE = (
+    "**The verdict rule** (`flashsim.experiments.verdict`, fixed before the runs). For the primary comparison at "
+    "the headline setting, take the paired differences arm − baseline over the seeds and their 95 % Student-t "
+    "interval [lo, hi]. Each metric has a pre-registered smallest effect of interest e: 0.01 absolute for "
+    "success, `auc`, truncation, acceptance and idle fractions, drawdown; 0.1 tool calls; 5 % of the baseline's "
+    "mean for rollouts-to-threshold, length, entropy, drift and seconds per update (C7's primary is "
+    "pre-registered at 50 %, a speed-up of 2×). In order: **at the ceiling** if the metric is a final success "
+    f"and both arms' mean is within ε = {CEILING_EPSILON} of the exact optimum (nothing is decided there); "
+    "**supported** if the interval clears e on the paper's side (lo > e for `>`, hi < −e for `<`); **not "
+    "supported** if it clears e on the other side; **negligible** if −e < lo and hi < e (two one-sided tests "
+    "at 2.5 % each: equivalent within e); **inconclusive** otherwise (or with fewer than two complete pairs). "
+    "Only the primary comparison at the headline is confirmatory; every other comparison-setting is "
+    "**exploratory** — tabulated, not corrected for multiplicity, and kept out of the summaries."
+)
 
 
 def figure_names(claim: str) -> tuple[str, str]:
@@ -37,8 +54,9 @@ def _headline_numbers(summary: dict) -> str:
     row = summary["table"][headline]
     arms = {a["name"]: a["label"] for a in summary["arms"]}
     arm, baseline, metric = primary["arm"], primary["baseline"], primary["metric"]
+    factor = primary["by_knob"][headline]["factor"]
     return (f"{arms[arm]} {fmt_interval(row[arm][metric])} vs {arms[baseline]} "
-            f"{fmt_interval(row[baseline][metric])} ({metric})")
+            f"{fmt_interval(row[baseline][metric])} ({metric}; factor {fmt(factor, 2)})")
 
 
 def _verdict_line(comparison: dict, summary: dict) -> str:
@@ -47,10 +65,16 @@ def _verdict_line(comparison: dict, summary: dict) -> str:
     for knob, result in comparison["by_knob"].items():
         groups.setdefault(result["verdict"], []).append(labels[knob])
     parts = [f"{verdict} at {', '.join(knobs)}" for verdict, knobs in groups.items()]
-    flips = f" Flips: {'; '.join(comparison['flips'])}." if comparison["flips"] else " No flip along the knob."
     sign = ">" if comparison["direction"] == "greater" else "<"
     return (f"- `{comparison['metric']}`: {comparison['arm']} {sign} {comparison['baseline']} "
-            f"(paper: {comparison['paper'] or '—'}) — {'; '.join(parts)}.{flips}")
+            f"({_quoted(comparison)}; smallest effect {comparison['smallest_effect']}) — {'; '.join(parts)}.")
+
+
+def _quoted(comparison: dict) -> str:
+    """The quoted number with its source: the article, the reference implementation, or other systems."""
+    if comparison["source"] == "none" or not comparison["paper"]:
+        return "no number quoted"
+    return f"{comparison['source']}: {comparison['paper']}"
 
 
 def _drift_table(summary: dict) -> str:
@@ -58,7 +82,8 @@ def _drift_table(summary: dict) -> str:
     if "sequence_kl" not in summary["metrics"]:
         return ""
     arms = summary["arms"]
-    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3):", "",
+    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3, the "
+             "reference implementation's default):", "",
              "| setting | " + " | ".join(a["label"] for a in arms) + " |", "|---|" + "---|" * len(arms)]
     for knob in summary["knob"]:
         cells = []
@@ -67,6 +92,9 @@ def _drift_table(summary: dict) -> str:
             cells.append("—" if mean is None else f"{fmt(mean, 4)} ({mean / DELTA:.1f} δ)")
         lines.append(f"| {knob['label']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+INSTANCE = "; the seed also draws the task instance, env_options.seed"
 
 
 def _design_block(design: ClaimDesign) -> str:
@@ -78,7 +106,8 @@ def _design_block(design: ClaimDesign) -> str:
     return (f"- Base run (the env, and the `TrainConfig` paths that differ from the defaults): `{base}`\n"
             f"- Arms: {arms}\n"
             f"- Knob ({design.knob_name}): {knob}; headline: {design.knob_value(design.headline).label}\n"
-            f"- Seeds: {len(design.seeds)} (paired: every arm and setting runs every seed)\n")
+            f"- Seeds: {len(design.seeds)} ({design.seeds[0]}–{design.seeds[-1]}; paired: every arm and setting runs "
+            f"every seed{INSTANCE if design.vary_instance else ''})\n")
 
 
 def _dotted(data: dict, prefix: str = "") -> dict[str, object]:
@@ -111,7 +140,8 @@ def claim_section(
         _design_block(design),
         f"**Ours (headline, {design.knob_value(design.headline).label}).** {_headline_numbers(summary)}. "
         f"**Verdict: {primary['verdict']}.**", "",
-        "Verdicts of every comparison along the knob (paired 95 % CI of arm − baseline):", "",
+        "Verdicts of every comparison along the knob (paired 95 % CI of arm − baseline; all but the primary "
+        "comparison at the headline are exploratory):", "",
         *[_verdict_line(c, summary) for c in summary["comparisons"]], "",
         _drift_table(summary),
         probes,
@@ -135,7 +165,9 @@ def write_report(
     """
     report = Path(report)
     assets = report.parent / "results"
-    sections, overview = [], ["| claim | what | paper | ours (headline) | verdict |", "|---|---|---|---|---|"]
+    sections = []
+    overview = ["| claim | what | quoted (source) | primary comparison | ours (headline) | verdict |",
+                "|---|---|---|---|---|---|"]
     for design in designs:
         source = Path(out) / design.claim
         summary = json.loads((source / SUMMARY).read_text())
@@ -148,8 +180,9 @@ def write_report(
         discussion = discussion_path.read_text() if discussion_path.exists() else None
         probes = probe_table(design, out) if (Path(out) / probe_design(design).claim).exists() else ""
         sections.append(claim_section(design, summary, assets.name, discussion, probes))
-        overview.append(f"| {design.claim} | {design.title} | {design.paper} | {_headline_numbers(summary)} "
-                        f"| **{summary['primary']['verdict']}** |")
+        primary = summary["comparisons"][0]
+        overview.append(f"| {design.claim} | {design.title} | {_quoted(primary)} | {summary['primary']['comparison']} "
+                        f"| {_headline_numbers(summary)} | **{summary['primary']['verdict']}** |")
     profiles = sorted({design.profile for design in designs})
     seeds = sorted({len(design.seeds) for design in designs})
     header = [
@@ -160,16 +193,23 @@ def write_report(
         f"{'/'.join(map(str, seeds))} seeds per cell)." if command else
         f"Profile {', '.join(profiles)}; {'/'.join(map(str, seeds))} seeds.", "",
         "Each claim is a pre-registered design (`flashsim.experiments.claims`): arms, a knob, the paper's direction, "
-        "a headline setting. The verdict rule was written before the run (`flashsim.experiments.verdict`): the "
-        "paired 95 % t interval of arm − baseline across seeds excludes 0 in the paper's direction → **supported**; "
-        "in the opposite direction → **not supported**; otherwise **inconclusive**. Success, length, truncation and "
-        "tool calls are exact expectations of the final policy (no evaluation noise); the intervals are over seeds.",
-        "",
+        "a headline setting, a primary comparison. Success, length, truncation and tool calls are exact "
+        "expectations of the policy (no evaluation noise); the intervals are over seeds.", "",
+        RULE, "",
+        "Primary measures cannot saturate: `auc` is the area under the exact success curve against rollouts spent "
+        "(divided by the rollouts: a mean success per rollout), `rollouts_to_90`/`rollouts_to_95` the rollouts "
+        "spent until success first reaches 0.9/0.95 of the exact optimum (NaN, and the pair dropped, where a run "
+        "never reaches it). Final success is secondary, and at the ceiling it decides nothing.", "",
+        "Every quoted number is labelled by its source: **article** (the source article about the FlashREINFORCE "
+        "paper), **reference implementation** (FlashREINFORCE's published code and defaults), or **other systems** "
+        "(published numbers of other asynchronous RL systems, not of FlashREINFORCE).", "",
         "The paper's numbers come from LLM training (Qwen2.5-Math-1.5B, Qwen2.5-7B-Instruct, ...); ours from small "
-        "tabular or linear policies on toy envs. The comparison is of *directions*, never of magnitudes.", "",
+        "tabular or linear policies on toy envs. The comparison is of directions and of ratios (C1's rollouts, C7's "
+        "speed-up), never of raw magnitudes.", "",
         *overview, "",
         "In the tables, *factor* is the favoured arm's mean over the baseline's (the baseline's over the arm's for a "
-        "`<` comparison: a speed-up for C7); — where a mean is 0.", "",
+        "`<` comparison: a speed-up for C7, GRPO's rollouts over FlashREINFORCE's for C1's rollouts-to-threshold, to "
+        "set beside the article's 2×); — where a mean is 0.", "",
     ]
     intro = assets / "discussion" / "intro.md"
     if intro.exists():

@@ -22,8 +22,8 @@ from flashsim.sim import FixedLag, Simulation, TrainConfig
 from flashsim.variance import measure_gradient
 
 __all__ = [
-    "CELL_METRICS", "PROBE_METRICS", "atomic_write", "atomic_write_text", "jsonable", "probe_cell", "probe_points",
-    "run_cell",
+    "CELL_METRICS", "PROBE_METRICS", "area_under_curve", "atomic_write", "atomic_write_text", "drawdown", "jsonable",
+    "probe_cell", "probe_points", "rollouts_to", "run_cell",
 ]
 
 CELL_METRICS = {
@@ -45,6 +45,17 @@ CELL_METRICS = {
     "learner_idle": "fraction of simulated time the learner waited for data (whole run)",
     "worker_idle": "fraction of worker time idle (parked or at a barrier; whole run)",
     "rollouts": "trajectories completed by workers",
+    "optimum": "exact optimal success on the train prompts (the ceiling of success_train)",
+    "optimum_heldout": "exact optimal success on the held-out prompts (NaN without held-out prompts)",
+    "success_initial": "exact train success of the initial policy (before any update)",
+    "auc": "area under the exact train-success curve against rollouts spent, over the rollouts spent: the mean "
+           "success per rollout from the first to the last (trapezoids between evaluation points, starting at "
+           "0 rollouts with the initial policy); it cannot saturate the way final success does",
+    "rollouts_to_90": "rollouts spent until exact train success first reaches 0.9 × optimum (linear between "
+                      "evaluation points; NaN if never within the budget)",
+    "rollouts_to_95": "rollouts spent until exact train success first reaches 0.95 × optimum (as rollouts_to_90)",
+    "drawdown": "largest fall of exact train success from its running peak at any evaluation point (the "
+                "collapse of a run that recovers counts too)",
 }
 """Every per-cell metric, with what it means. "After warm-up": updates k ≥ updates/10 (with a fixed
 lag L the first L updates are less stale)."""
@@ -57,6 +68,7 @@ CURVE_KEYS = {
     "entropy": "policy/entropy",
     "sequence_kl": "trust/sequence_kl",
     "acceptance_rate": "trust/acceptance_rate",
+    "rollouts": "data/rollouts_total",
 }
 """Learning-curve series (name → simulator metric), one entry per evaluated update (and the final one)."""
 
@@ -64,6 +76,7 @@ CURVE_KEYS = {
 def run_cell(config: TrainConfig) -> dict[str, object]:
     """Run ``config`` to its update budget; return ``{"metrics": ..., "curve": ...}`` (JSON-able)."""
     simulation = Simulation(config)
+    initial = simulation.evaluate()["env/success_train"]  # exact: touches no random stream
     rows = [simulation.step() for _ in range(config.updates)]
     final = simulation.evaluate()
     evaluated = [row for row in rows if not math.isnan(row["env/success_train"])]
@@ -78,6 +91,9 @@ def run_cell(config: TrainConfig) -> dict[str, object]:
         return float(np.mean([row[key] for row in selected]))
 
     peak = max([final["env/success_train"], *curve["success_train"]])
+    optimum = exact.optimal_success(simulation.tables, "train")
+    heldout = simulation.tables.heldout_prompts
+    rollouts, success = [0.0, *curve["rollouts"]], [initial, *curve["success_train"]]
     metrics = {
         "success_train": final["env/success_train"],
         "success_heldout": final["env/success_heldout"],
@@ -97,9 +113,54 @@ def run_cell(config: TrainConfig) -> dict[str, object]:
         "learner_idle": float(rows[-1]["time/learner_idle"]),
         "worker_idle": float(rows[-1]["time/worker_idle"]),
         "rollouts": float(rows[-1]["data/rollouts_total"]),
+        "optimum": optimum,
+        "optimum_heldout": exact.optimal_success(simulation.tables, "heldout") if heldout.size else math.nan,
+        "success_initial": initial,
+        "auc": area_under_curve(rollouts, success),
+        "rollouts_to_90": rollouts_to(rollouts, success, 0.9 * optimum),
+        "rollouts_to_95": rollouts_to(rollouts, success, 0.95 * optimum),
+        "drawdown": drawdown(success),
     }
     assert set(metrics) == set(CELL_METRICS)
     return jsonable({"metrics": metrics, "curve": curve})
+
+
+def area_under_curve(rollouts: list[float], success: list[float]) -> float:
+    """Trapezoid area under ``success`` against ``rollouts``, divided by the rollouts spent (a mean success).
+
+    >>> area_under_curve([0.0, 100.0, 200.0], [0.0, 1.0, 1.0])
+    0.75
+    """
+    x, y = np.asarray(rollouts, np.float64), np.asarray(success, np.float64)
+    span = x[-1] - x[0]
+    if x.size < 2 or span <= 0:
+        return math.nan
+    return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2) / span)
+
+
+def rollouts_to(rollouts: list[float], success: list[float], threshold: float) -> float:
+    """Rollouts at which ``success`` first reaches ``threshold``, linear between points (NaN if never).
+
+    >>> rollouts_to([0.0, 100.0, 200.0], [0.2, 0.6, 1.0], 0.9)
+    175.0
+    """
+    for i, value in enumerate(success):
+        if value >= threshold:
+            if i == 0:
+                return float(rollouts[0])
+            x0, x1, y0 = rollouts[i - 1], rollouts[i], success[i - 1]
+            return float(x0 + (threshold - y0) / (value - y0) * (x1 - x0))
+    return math.nan
+
+
+def drawdown(success: list[float]) -> float:
+    """Largest fall from the running peak: ``max_i (max_{j≤i} s_j − s_i)``.
+
+    >>> drawdown([0.2, 0.8, 0.5, 0.9, 0.85])
+    0.30000000000000004
+    """
+    y = np.asarray(success, np.float64)
+    return float(np.max(np.maximum.accumulate(y) - y))
 
 
 PROBE_METRICS = {
