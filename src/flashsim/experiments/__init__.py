@@ -1,6 +1,6 @@
 """``flashsim.experiments``: the paper's claims as experiments — designs, a parallel resumable runner, verdicts.
 
-Layer 5 of flashsim. A claim (C1–C7) is a :class:`~flashsim.experiments.design.ClaimDesign` built in
+Layer 5 of flashsim. A claim (C1–C8) is a :class:`~flashsim.experiments.design.ClaimDesign` built in
 :mod:`~flashsim.experiments.claims`: arms, a knob, the paper's direction on named metrics, a headline
 setting, seeds. :func:`run_sweep` runs its cells (arm × knob value × seed, one simulated training run
 each, through the adapter :mod:`~flashsim.experiments.run_cell`) in parallel processes, one atomic JSON
