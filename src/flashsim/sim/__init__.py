@@ -14,8 +14,8 @@ Modules, one job each:
   same kind of source;
 - :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics; the learner (optimizer
   steps through the loss registry);
-- :mod:`~flashsim.sim.training` — the runner: outputs, checkpoints, resume, progress;
-- :mod:`~flashsim.sim.plotting` — figures (metrics and checkpoints: :mod:`flashsim.io`).
+- :mod:`~flashsim.sim.training` — the runner: outputs, checkpoints, resume, progress (the run directory:
+  :mod:`flashsim.io`; ``curves.png``: :mod:`flashsim.plotting`).
 
 Example:
     >>> from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, train
