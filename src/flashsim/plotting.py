@@ -24,7 +24,8 @@ class Panel:
     title: str
     """The panel's title."""
     dashed: str | None = None
-    """A second metric drawn dashed in the same colour, never smoothed (held-out success, evaluation)."""
+    """A second metric drawn dashed in the same colour with a dot at each point, never smoothed (held-out
+    success, evaluation: measured every few updates)."""
     smooth: bool = True
     """Whether ``key`` takes the moving average of :func:`plot_curves` (noisy per-batch metrics do)."""
 
@@ -73,7 +74,7 @@ def plot_curves(
             drawn = drawn or bool(y)
             if panel.dashed is not None and heldout:
                 x, y = _series(rows, panel.dashed, 1)
-                axis.plot(x, y, color=f"C{index}", linestyle="--", linewidth=1.0)
+                axis.plot(x, y, color=f"C{index}", linestyle="--", linewidth=1.0, marker=".", markersize=4)
                 drawn = drawn or bool(y)
         if not drawn:
             axis.text(0.5, 0.5, f"no {panel.key} in these runs", ha="center", va="center", fontsize=8,
