@@ -9,9 +9,11 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from flashsim.cli import main
+from tests.event_files import raw_scalars
 from tests.flashsim_command import run_flashsim
 
 
@@ -53,24 +55,31 @@ def test_train_reports_bad_usage_as_errors_with_exit_code_two(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_metrics_rows_after_sigkill_and_resume_are_neither_lost_nor_duplicated(tmp_path):
+    """Nor the TensorBoard scalars of the killed run, which logs them too (the metrics files stay the record)."""
     common = ("--env", "bandit_tiny", "--batch-size", "16", "--lag", "2", "--eval-every", "3", "--checkpoint-every",
               "7", "--updates", "1500", "--no-progress")
     whole = tmp_path / "whole"
     assert run_flashsim("train", *common, "--out", str(whole)).returncode == 0
     killed = tmp_path / "killed"
-    process = subprocess.Popen([sys.executable, "-m", "flashsim", "train", *common, "--out", str(killed)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([sys.executable, "-m", "flashsim", "train", *common, "--out", str(killed),
+                                "--logger", "tensorboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while not _rows_past_a_checkpoint(killed) and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     process.send_signal(signal.SIGKILL)  # no cleanup: buffered rows after the last checkpoint are lost
     process.wait()
     assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed; raise --updates"
-    assert run_flashsim("train", "--out", str(killed), "--resume", "--no-progress").returncode == 0
+    assert run_flashsim("train", "--out", str(killed), "--resume", "--no-progress", "--logger",
+                        "tensorboard").returncode == 0
     for name in ("metrics.csv", "metrics.jsonl"):
         assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
-    updates = [json.loads(line)["update"] for line in (killed / "metrics.jsonl").read_text().splitlines()]
-    assert updates == list(range(1500))
+    rows = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    assert [row["update"] for row in rows] == list(range(1500))
+    assert len(list(killed.glob("events.out.tfevents.*"))) == 2  # the killed process's and the resumed one's
+    scalars = raw_scalars(killed)
+    assert len({(tag, step) for tag, step, _ in scalars}) == len(scalars)  # no step twice
+    assert sorted((step, value) for tag, step, value in scalars if tag == "env/reward") == \
+           [(row["update"], np.float32(row["env/reward"])) for row in rows]
 
 
 def _rows_past_a_checkpoint(out) -> bool:

@@ -26,6 +26,8 @@ FORBIDDEN = {
     "src/flashsim/validation.py": ("flashsim", "toy_envs", "scale", "numpy"),
     "src/flashsim/config.py": _LAYERS + ("flashsim.io", "toy_envs", "scale", "torch", "numpy"),
     "src/flashsim/io.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale"),
+    # curves.png of the simulator and of scale: drawn from metric rows, with the run directory's atomic writes only.
+    "src/flashsim/plotting.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale", "torch"),
     "src/flashsim/policies.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
     "src/flashsim/exact.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
     "src/flashsim/sim": ("flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import pickle
+import sys
 from collections import deque
 from dataclasses import dataclass
 
@@ -193,3 +194,53 @@ def test_json_files_are_strict_json_with_nan_as_null_and_a_final_newline(tmp_pat
     run = RunDirectory(tmp_path, ("update",))
     run.write_json("summary.json", {"reward": math.nan, "updates": np.int64(3)})
     assert (tmp_path / "summary.json").read_text() == '{\n  "reward": null,\n  "updates": 3\n}\n'
+
+
+def _logged_run(out, updates, *, save_after=None, resume=False):
+    """A run logging to TensorBoard that writes rows ``updates`` (resuming first), saving after ``save_after``.
+
+    It then closes, which writes out every scalar: more than a killed run leaves, the worst case for a resume.
+    """
+    run = RunDirectory(out, ("update", "env/reward", "note"), logger="tensorboard")
+    if resume:
+        run.resume(lambda state: None)
+    else:
+        run.start()
+    for update in updates:
+        run.write({"update": update, "env/reward": update / 8, "note": "text is not a scalar"})
+        if update == save_after:
+            run.save({})
+    run.close()
+
+
+def test_a_resumed_run_has_each_step_once_in_its_event_files_for_any_reader(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tests.event_files import raw_scalars, tensorboard_scalars
+
+    _logged_run(tmp_path, range(4), save_after=1)  # killed after update 3, checkpoint after 1
+    _logged_run(tmp_path, range(2, 5), resume=True)  # killed after update 4 before any checkpoint
+    _logged_run(tmp_path, range(2, 6), save_after=5, resume=True)  # resumed from update 1 again
+    expected = [("env/reward", k, k / 8) for k in range(6)]
+    assert sorted(raw_scalars(tmp_path)) == expected  # cut back, not hidden: a raw reader sees each step once
+    assert tensorboard_scalars(tmp_path) == {"env/reward": [(k, k / 8) for k in range(6)]}
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2  # the second process's file began after update 1
+
+
+def test_a_fresh_run_deletes_the_event_files_of_the_run_it_overwrites(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tests.event_files import raw_scalars
+
+    _logged_run(tmp_path, range(3), save_after=2)
+    with RunDirectory(tmp_path, ("update",)) as run:  # no logger this time
+        run.start(overwrite=True)
+    assert raw_scalars(tmp_path) == [] and not list(tmp_path.glob("events.out.tfevents.*"))
+
+
+def test_an_unknown_logger_or_a_missing_tensorboard_package_is_an_error_before_the_run(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="logger must be one of \\['tensorboard'\\] or None; got 'wandb'"):
+        RunDirectory(tmp_path, ("update",), logger="wandb")
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # what an environment without it gives
+    with pytest.raises(ImportError, match="pip install tensorboard"):
+        RunDirectory(tmp_path, ("update",), logger="tensorboard")
+    RunDirectory(tmp_path, ("update",), logger="tensorboard", writes=False)  # a rank that writes nothing needs none
+    assert list(tmp_path.iterdir()) == []

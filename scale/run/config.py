@@ -18,6 +18,7 @@ from typing import Any
 
 import flashsim.config as configs
 from flashsim.config import FORMER
+from flashsim.io import LOGGERS
 from flashsim.losses import LOSSES
 from flashsim.validation import check_choice, check_divisible, check_int, check_probability, check_real, check_str
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
@@ -236,17 +237,20 @@ class EvalConfig:
 @dataclass(frozen=True)
 class LogConfig:
     out: str = "runs/tiny_cpu"
-    """Output directory: metrics.csv, metrics.jsonl, checkpoint/, config.yaml."""
+    """Output directory: metrics.csv, metrics.jsonl, curves.png, checkpoint/, config.yaml."""
     checkpoint_every: int = 20
     """Save a checkpoint every this many updates (and at the end); 0 only at the end."""
-    tensorboard: bool = True
-    """Also write TensorBoard events when ``tensorboard`` is installed."""
+    logger: str | None = field(default=None, metadata={FORMER: "tensorboard"})
+    """``tensorboard``: also write TensorBoard event files into ``out`` (needs the ``tensorboard`` package);
+    null: only the metrics files."""
     progress: bool = True
     """Show a tqdm progress bar."""
 
 
     def __post_init__(self) -> None:
         check_int("checkpoint_every", self.checkpoint_every, low=0)
+        if self.logger is not None:
+            check_choice("logger", self.logger, LOGGERS)
 
 
 @dataclass(frozen=True)

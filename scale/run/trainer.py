@@ -3,8 +3,9 @@
 :class:`Trainer` takes the parts :func:`scale.run.build.build` makes from a :class:`Config` and runs
 them; only this module (and the CLI) writes files or seeds anything. The run directory is flashsim's
 (:class:`flashsim.io.RunDirectory`, the simulator's too): ``config.yaml``, ``metrics.csv`` /
-``metrics.jsonl`` (columns :data:`COLUMNS`), ``checkpoint/state.pt``, ``summary.json`` and, when
-``tensorboard`` is installed, ``tensorboard/``.
+``metrics.jsonl`` (columns :data:`COLUMNS`), ``checkpoint/state.pt``, ``summary.json``, ``curves.png``
+(:data:`PANELS`, drawn by the simulator's :func:`flashsim.plotting.plot_curves` at every evaluation) and,
+with ``log.logger: tensorboard``, TensorBoard event files.
 
 Order of a run: supervised warm-up (skipped on resume) → evaluation "update 0" and a checkpoint → the
 rollout source (sync, worker threads or Ray actors) → for each update k: a batch from the source, its
@@ -27,7 +28,8 @@ import torch
 import yaml
 
 from flashsim.config import to_dict
-from flashsim.io import SUMMARY, ProgressBar, RunDirectory
+from flashsim.io import SUMMARY, ProgressBar, RunDirectory, read_metrics
+from flashsim.plotting import Panel, plot_curves
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
 from scale.rollouts.collect import evaluate
 from scale.rollouts.sources import lag_metrics
@@ -36,7 +38,7 @@ from scale.run.build import EVAL_SEED_OFFSET, build, build_source
 from scale.run.config import Config
 from scale.run.warmup import shared_warmup, warmup
 
-CHECKPOINT, CONFIG = "checkpoint/state.pt", "config.yaml"
+CHECKPOINT, CONFIG, CURVES = "checkpoint/state.pt", "config.yaml", "curves.png"
 COLUMNS = (
     "update",
     "rollout/reward", "rollout/length", "rollout/tool_calls", "rollout/truncation", "rollout/trajectories",
@@ -50,6 +52,19 @@ COLUMNS = (
     "time/warmup_s", "warmup/loss",
 )
 """Every key a metrics row may carry, in CSV column order (a new metric is added here)."""
+PANELS = (
+    Panel("rollout/reward", "accuracy: train reward (held-out eval dashed)", dashed="eval/accuracy"),
+    Panel("lag/mean", "policy lag (mean, updates)"),
+    Panel("trust/acceptance_rate", "gate acceptance rate"),
+    Panel("trust/sequence_kl_mean", "mean sequence KL"),
+    Panel("policy/entropy", "policy entropy (nats/token)"),
+    Panel("rollout/tool_calls", "tool calls per trajectory (eval dashed)", dashed="eval/tool_calls"),
+    Panel("rollout/length", "length in policy tokens (eval dashed)", dashed="eval/length"),
+    Panel("rollout/truncation", "truncated at the token budget (eval dashed)", dashed="eval/truncation"),
+)
+"""The panels of ``curves.png``: training rollouts solid (a moving average), held-out evaluations dashed."""
+CURVE_SMOOTHING = 5
+"""Moving-average window (updates) of the per-batch curves."""
 
 
 class Trainer:
@@ -60,8 +75,10 @@ class Trainer:
         self.parts = build(config)
         self.is_main = rank() == 0  # only rank 0 samples, evaluates and writes files
         self.run_dir = RunDirectory(config.log.out, COLUMNS, checkpoint=CHECKPOINT, writes=self.is_main,
-                                    tensorboard=config.log.tensorboard)
+                                    logger=config.log.logger)
         self.summary: dict[str, Any] = {}
+        self.rows: list[dict[str, Any]] = []
+        """The metrics rows of the whole run so far (with those before a resume), for ``curves.png``."""
 
     @property
     def data_parallel(self) -> bool:
@@ -74,6 +91,7 @@ class Trainer:
         with self.run_dir:
             if self.resume:
                 self.run_dir.resume(self.load)
+                self.rows = read_metrics(self.run_dir.out) if self.run_dir.writes else []
             else:
                 self.run_dir.start(overwrite=True)
                 self.run_dir.write_text(CONFIG, yaml.safe_dump(to_dict(self.config), sort_keys=False))
@@ -117,7 +135,7 @@ class Trainer:
         row = {"update": 0, "time/warmup_s": time.perf_counter() - start,
                "warmup/loss": losses[-1] if losses else float("nan"), **self.evaluate()}
         self.summary.update({"warmup_seconds": row["time/warmup_s"], "after_warmup": _eval_part(row)})
-        self.run_dir.write(row)
+        self.write(row)
         self.save()
 
     def _train(self, source: Any) -> None:
@@ -143,12 +161,23 @@ class Trainer:
                 row.update(self.evaluate())
                 if k == c.train.updates:
                     self.summary["final"] = _eval_part(row)
-            self.run_dir.write(row)
+            self.write(row)
             bar.advance(reward=f"{row['rollout/reward']:.2f}", lag=f"{lag['lag/mean']:.1f}",
                         acc=f"{row.get('eval/accuracy', float('nan')):.2f}")
             if self.run_dir.checkpoint_due(k, every=c.log.checkpoint_every, last=c.train.updates):
                 self.save()
         bar.close()
+
+    def write(self, row: dict[str, Any]) -> None:
+        """Append a metrics row; after an evaluation and the last update redraw ``curves.png`` (rank 0)."""
+        self.run_dir.write(row)
+        if not self.run_dir.writes:
+            return
+        self.rows.append(row)
+        c = self.config
+        if "eval/accuracy" in row or row["update"] >= c.train.updates:
+            plot_curves({c.train.loss: self.rows}, self.run_dir.out / CURVES, panels=PANELS, smooth=CURVE_SMOOTHING,
+                        title=f"{c.model.name} · {c.train.loss} · {c.loop.mode} loop · seed {c.seed}")
 
     def evaluate(self) -> dict[str, float]:
         """Held-out accuracy at the training temperature (and greedy), with fixed random numbers (rank 0)."""

@@ -13,6 +13,11 @@ metric rows, the checkpoint (with the metrics' offsets in it) and JSON files suc
   data (dicts, lists, tuples, str, numbers, bools, None), read back with ``torch.load(weights_only=True)``,
   which refuses anything else. Loading a run directory never runs code from it: a file crafted to
   execute something on unpickling is a ``ValueError``, and nothing is executed.
+- TensorBoard event files (``events.out.tfevents.*``, only with ``logger="tensorboard"``) — a copy of the
+  metric rows as scalars (:class:`EventLog`), for people who watch runs in TensorBoard. The metrics files
+  stay the record. The checkpoint also stores every event file's byte length; a resumed run cuts each
+  back to it and deletes the event files written after the checkpoint, so each update is in the event
+  log once, whichever reader opens it.
 - everything else (``config.json``, ``summary.json``, plots) — written whole with :func:`atomic_write`.
 
 Atomic means written to a temporary file in the same directory, fsync'ed, and moved into place with
@@ -31,6 +36,7 @@ import csv
 import io
 import json
 import math
+import numbers
 import os
 import pickle
 import sys
@@ -44,8 +50,13 @@ import numpy as np
 import torch
 
 METRICS_CSV, METRICS_JSONL, SUMMARY = "metrics.csv", "metrics.jsonl", "summary.json"
-OFFSETS = "offsets"
-"""The checkpoint key under which :class:`RunDirectory` stores the metrics files' byte lengths."""
+OFFSETS, EVENT_LENGTHS = "offsets", "event_lengths"
+"""The checkpoint keys under which :class:`RunDirectory` stores the byte lengths of the metrics files and of
+the event files."""
+LOGGERS = ("tensorboard",)
+"""What a run may log to besides its metrics files (``--logger``; None: nothing)."""
+EVENT_FILES = "events.out.tfevents.*"
+"""The names of TensorBoard event files (as ``torch.utils.tensorboard`` writes them)."""
 _FILE_MODE = 0o644
 """Permissions of files written atomically (rw-r--r--, like ``open(..., "w")`` under umask 022)."""
 _ARRAY, _SCALAR, _DEQUE, _SLICE, _OBJECT = "__ndarray__", "__npscalar__", "__deque__", "__slice__", "__object__"
@@ -258,6 +269,56 @@ def _csv_cell(value: object) -> str:
     return str(value)
 
 
+class EventLog:
+    """TensorBoard scalars of metric rows, in one event file of ``directory`` (``torch.utils.tensorboard``).
+
+    Each finite number of a row (booleans, text, NaN and ±inf left out, as the JSON-lines file leaves them
+    null) is a scalar tagged with its key, at step ``row["update"]``.
+
+    Args:
+        directory: the folder of the event file (a new file per writer, named by time, host and process).
+        purge_step: a resumed run's first step: TensorBoard hides the steps from there on that an earlier
+            file holds (``SummaryWriter(purge_step=...)``), for a TensorBoard that read them before the
+            resume cut them off.
+
+    Raises:
+        ImportError: the ``tensorboard`` package is not installed (the message says how to install it).
+    """
+
+    def __init__(self, directory: Path | str, *, purge_step: int | None = None) -> None:
+        self._writer = _summary_writer()(str(directory), purge_step=purge_step)
+
+    def write(self, row: Mapping[str, object]) -> None:
+        """Add the numbers of ``row`` at step ``row["update"]``."""
+        step = int(row["update"])
+        for key, value in row.items():
+            if key != "update" and _is_number(value) and math.isfinite(value):
+                self._writer.add_scalar(key, float(value), step)
+
+    def flush(self) -> None:
+        """Write every scalar added so far to the file (a kill of the process then loses none of them)."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def _summary_writer() -> type:
+    """``torch.utils.tensorboard.SummaryWriter``, or an ImportError that says how to install it."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as error:
+        raise ImportError(
+            "logger 'tensorboard' needs the tensorboard package: pip install tensorboard "
+            "(or the project's tensorboard extra)"
+        ) from error
+    return SummaryWriter
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
 # ----------------------------------------------------------------------------- the run directory
 
 
@@ -267,7 +328,9 @@ class RunDirectory:
     A fresh run calls :meth:`start`; a resumed one :meth:`resume`, which restores the checkpoint's state
     and then truncates the metrics files to the offsets saved with it, so the rows a killed run wrote
     after its last checkpoint are written again, once: the files end up byte for byte those of a run
-    never interrupted (when the run itself is deterministic).
+    never interrupted (when the run itself is deterministic). The event files get the same treatment
+    (cut back to their lengths at the checkpoint; those begun after it deleted), whether or not this
+    process logs to TensorBoard itself.
 
     Args:
         out: the directory; ``None`` keeps nothing (an in-memory run; :meth:`resume` is then an error).
@@ -276,22 +339,31 @@ class RunDirectory:
         types: classes the checkpoint may hold besides plain data (see :func:`save_checkpoint`).
         writes: False for a process that resumes from the checkpoint but leaves every file to another one
             (the data-parallel ranks other than 0).
-        tensorboard: also write each row's numbers as TensorBoard scalars in ``out/tensorboard``, when
-            ``tensorboard`` is installed.
+        logger: ``"tensorboard"``: also write each row's numbers as TensorBoard scalars into ``out``
+            (:class:`EventLog`; ``tensorboard --logdir OUT``); None: only the metrics files.
+
+    Raises:
+        ValueError: ``logger`` is not None or one of :data:`LOGGERS`.
+        ImportError: ``logger="tensorboard"`` without the ``tensorboard`` package (said before the run starts).
     """
 
     def __init__(
         self, out: Path | str | None, columns: Iterable[str], *, checkpoint: str = "checkpoint.pt",
-        types: Iterable[type] = (), writes: bool = True, tensorboard: bool = False,
+        types: Iterable[type] = (), writes: bool = True, logger: str | None = None,
     ) -> None:
+        if logger is not None and logger not in LOGGERS:
+            raise ValueError(f"logger must be one of {list(LOGGERS)} or None; got {logger!r}")
         self.out = Path(out) if out is not None else None
         self.columns = tuple(columns)
         self.checkpoint = self.out / checkpoint if self.out is not None else None
         self.types = tuple(types)
         self.writes = writes and self.out is not None
-        self.tensorboard = tensorboard
+        self.logger = logger
+        if logger == "tensorboard" and self.writes:
+            _summary_writer()
         self._metrics: MetricsWriter | None = None
-        self._events: Any = None
+        self._events: EventLog | None = None
+        self._resumed = False
 
     def start(self, *, overwrite: bool = False) -> None:
         """Begin a fresh run: create the directory and empty metrics files.
@@ -306,7 +378,8 @@ class RunDirectory:
                 f"{self.out} already holds a run; pass --resume to continue it, or choose another --out"
             )
         self.out.mkdir(parents=True, exist_ok=True)
-        self._open(offsets=None)
+        self._cut_event_files({})  # an overwritten run's
+        self._metrics = MetricsWriter(self.out, self.columns, None)
 
     def resume(self, restore: Callable[[dict[str, Any]], None]) -> None:
         """Read the checkpoint, call ``restore(state)``, then reopen the metrics where the checkpoint left them.
@@ -326,33 +399,40 @@ class RunDirectory:
                 f"no checkpoint to resume from in {self.out} (expected {self.checkpoint}); run without resume first"
             )
         state = load_checkpoint(self.checkpoint, types=self.types)
-        if OFFSETS not in state:
+        if OFFSETS not in state or EVENT_LENGTHS not in state:
             raise ValueError(f"{self.checkpoint} holds no metrics offsets: it was not written by a RunDirectory")
-        offsets = tuple(state.pop(OFFSETS))
+        offsets, event_lengths = tuple(state.pop(OFFSETS)), state.pop(EVENT_LENGTHS)
         restore(state)
         if self.writes:
-            self._open(offsets=offsets)
+            self._metrics = MetricsWriter(self.out, self.columns, offsets)
+            self._cut_event_files(event_lengths)
+            self._resumed = True
 
     def write(self, row: Mapping[str, object]) -> None:
-        """Append one metrics row (``update`` is TensorBoard's step)."""
+        """Append one metrics row (and its numbers to the event log; ``update`` is TensorBoard's step)."""
         if self._metrics is None:
             return
         self._metrics.write(row)
-        if self._events is not None:
-            for key, value in row.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "update":
-                    self._events.add_scalar(key, value, int(row["update"]))
+        if self.logger == "tensorboard":
+            if self._events is None:  # opened at the first row: a resumed run's is the checkpoint's step + 1
+                self._events = EventLog(self.out, purge_step=int(row["update"]) if self._resumed else None)
+            self._events.write(row)
 
     def checkpoint_due(self, update: int, *, every: int, last: int) -> bool:
         """Whether this process saves after ``update``: every ``every`` updates (0: never) and after the last."""
         return self.writes and ((every > 0 and update % every == 0) or update == last)
 
     def save(self, state: Mapping[str, Any]) -> None:
-        """Write ``state`` and the metrics' offsets (flushing the rows so far) as the checkpoint, atomically."""
+        """Write ``state`` and the lengths of the metrics and event files (flushing the rows so far) as the
+        checkpoint, atomically."""
         if not self.writes:
             return
+        if self._events is not None:
+            self._events.flush()
+        lengths = {path.name: path.stat().st_size for path in sorted(self.out.glob(EVENT_FILES))}
         self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(self.checkpoint, {**state, OFFSETS: self._metrics.offsets}, types=self.types)
+        save_checkpoint(self.checkpoint, {**state, OFFSETS: self._metrics.offsets, EVENT_LENGTHS: lengths},
+                        types=self.types)
 
     def write_text(self, name: str, text: str) -> None:
         """Write ``out/name`` atomically (a config file, for instance)."""
@@ -364,7 +444,7 @@ class RunDirectory:
         self.write_text(name, json.dumps(jsonable(data), indent=2, allow_nan=False) + "\n")
 
     def close(self) -> None:
-        """Flush and close the metrics (and TensorBoard) files."""
+        """Flush and close the metrics (and event) files."""
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
@@ -378,14 +458,14 @@ class RunDirectory:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _open(self, offsets: tuple[int, int] | None) -> None:
-        self._metrics = MetricsWriter(self.out, self.columns, offsets)
-        if self.tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard is optional
-                return
-            self._events = SummaryWriter(str(self.out / "tensorboard"))
+    def _cut_event_files(self, lengths: Mapping[str, int]) -> None:
+        """Truncate the event files named in ``lengths`` to their lengths; delete the others (begun later)."""
+        for path in self.out.glob(EVENT_FILES):
+            if path.name in lengths:
+                with open(path, "r+b") as file:
+                    file.truncate(lengths[path.name])
+            else:
+                path.unlink()
 
 
 class ProgressBar:

@@ -15,6 +15,7 @@ import torch  # noqa: E402
 from scale.run.cli import main  # noqa: E402
 from scale.run.config import load_config  # noqa: E402
 from scale.run.trainer import Trainer  # noqa: E402
+from tests.event_files import raw_scalars  # noqa: E402
 from tests.scale.tiny_run import TINY  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +30,8 @@ def _cli(*args, cwd=ROOT):
 def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_summary(tmp_path, capsys):
     out = tmp_path / "run"
     sets = [x for s in TINY + ["train.updates=3", "loop.threads=1"] for x in ("--set", s)]
-    result = _cli("train", "--config", "scale/configs/tiny_cpu.yaml", "--out", str(out), *sets)
+    result = _cli("train", "--config", "scale/configs/tiny_cpu.yaml", "--out", str(out), "--logger", "tensorboard",
+                  *sets)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["updates"] == 3 and "eval/accuracy" in summary["final"] and "accuracy_gain" in summary
@@ -40,12 +42,16 @@ def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_
     header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
     assert {"update", "rollout/reward", "lag/mean", "eval/accuracy", "trust/sequence_kl_mean"} <= set(header)
     assert (out / "checkpoint" / "state.pt").exists() and (out / "config.yaml").exists()
+    assert (out / "curves.png").stat().st_size > 0
 
     # --resume continues the same run (in-process: the subprocess start-up is the slow part of this test).
-    assert main(["train", "--config", "tiny_cpu", "--out", str(out), "--resume",
+    assert main(["train", "--config", "tiny_cpu", "--out", str(out), "--resume", "--logger", "tensorboard",
                  *[x for s in TINY + ["train.updates=4"] for x in ("--set", s)]]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [0, 1, 2, 3, 4]
+    scalars = raw_scalars(out)  # TensorBoard's copy of the rows, each step once
+    assert sorted(step for tag, step, _ in scalars if tag == "rollout/reward") == [1, 2, 3, 4]
+    assert sorted(step for tag, step, _ in scalars if tag == "eval/accuracy") == [0, 2, 3, 4]
     capsys.readouterr()
     assert main(["curve", str(out)]) == 0
     table = capsys.readouterr().out.splitlines()
@@ -66,8 +72,11 @@ def test_a_three_update_async_run_through_the_cli_writes_metrics_checkpoint_and_
     (["--set", "loop.threads=2.5"], "loop.threads must be an int, got '2.5'"),
     (["--algo", "grpo", "--set", "loop.queue_size=12"], "loop.queue_size must be a multiple of the group size 8"),
     (["--config", "missing.yaml"], "does not exist"),
+    (["--logger", "wandb"], "log.logger must be one of 'tensorboard'; got 'wandb'"),
+    (["--set", "log.tensorboard=true"], "log.tensorboard is now called log.logger"),
 ], ids=["zero-batch", "zero-batch-flag", "unknown-key", "unknown-algo", "truncated-sampler", "bad-type",
-        "former-lr", "former-algo", "no-prefix-of-another-flag", "bad-int", "queue-vs-group", "missing-file"])
+        "former-lr", "former-algo", "no-prefix-of-another-flag", "bad-int", "queue-vs-group", "missing-file",
+        "unknown-logger", "former-tensorboard"])
 def test_a_bad_configuration_exits_with_a_clear_error(args, message, capsys):
     if "--config" not in args:
         args = ["--config", "tiny_cpu", *args]

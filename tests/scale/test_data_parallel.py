@@ -67,7 +67,7 @@ def test_data_parallel_learner_needs_an_initialised_process_group(float64_model)
 def test_training_with_two_data_parallel_learners_matches_one_learner(tmp_path):
     """``torchrun --nproc-per-node 2 -m scale train``: rank 0 samples, both ranks step on their half."""
     sets = ["loop.mode=sync", "warmup.steps=10", "train.updates=2", "train.batch_size=16", "data.num_test=16",
-            "eval.every=2", "log.progress=false", "log.tensorboard=false", "log.checkpoint_every=0"]
+            "eval.every=2", "log.progress=false", "log.checkpoint_every=0"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     runs = {}
     for name, launcher in (("one", []), ("two", ["-m", "torch.distributed.run", "--nnodes", "1",

@@ -54,7 +54,7 @@ def test_a_saved_model_trains_with_vllm_rollouts_through_the_model_and_engine_op
     out = tmp_path / "run"
     sets = ["warmup.steps=0", "train.batch_size=8", "train.updates=3", "data.num_train=64", "data.num_test=8",
             "loop.trajectories_per_call=8", "loop.queue_size=8", "log.progress=false", "rollout.max_new_tokens=10",
-            "rollout.tools=false", "eval.greedy=false", "log.tensorboard=false"]
+            "rollout.tools=false", "eval.greedy=false"]
     assert main(["train", "--config", "tiny_cpu", "--model", str(tmp_path / "model"), "--engine", "vllm",
                  "--out", str(out), *[x for s in sets for x in ("--set", s)]]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.event_files import raw_scalars
+
 pytest.importorskip("transformers")
 
 pytestmark = pytest.mark.slow
@@ -21,7 +23,8 @@ UPDATES = 10
 def _overrides(out: Path, mode: str) -> list[str]:
     return [f"log.out={out}", f"loop.mode={mode}", "warmup.steps=10", f"train.updates={UPDATES}",
             "train.batch_size=8", "loop.trajectories_per_call=8", "loop.queue_size=8", "data.num_test=16",
-            "eval.every=5", "log.checkpoint_every=3", "log.progress=false", "log.tensorboard=false"]
+            "eval.every=5", "log.checkpoint_every=3", "log.progress=false",
+            "log.logger=tensorboard"]
 
 
 def _rows(out: Path) -> list[dict]:
@@ -66,6 +69,11 @@ def test_a_run_killed_and_resumed_has_each_metrics_row_once(tmp_path, mode):
     _run(killed, mode, "--resume")
     updates = [r["update"] for r in _rows(killed)]
     assert updates == list(range(UPDATES + 1))
+    scalars = raw_scalars(killed)  # TensorBoard's copy: every step once, as in the metrics
+    assert len({(tag, step) for tag, step, _ in scalars}) == len(scalars)
+    assert sorted(step for tag, step, _ in scalars if tag == "eval/accuracy") == [0, 5, 10]
+    assert sorted(step for tag, step, _ in scalars if tag == "rollout/reward") == list(range(1, UPDATES + 1))
+    assert (killed / "curves.png").stat().st_size > 0
     if mode == "sync":  # same numbers as a run never interrupted (times excepted)
         straight = tmp_path / "straight"
         _run(straight, mode)

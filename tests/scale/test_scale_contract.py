@@ -1,5 +1,5 @@
 """Layer contract and docstring examples: scale uses only flashsim's public modules (losses, config, io,
-validation); flashsim never imports scale; every doctest in scale runs."""
+validation, plotting); flashsim never imports scale; every doctest in scale runs."""
 
 import ast
 import doctest
@@ -25,8 +25,9 @@ def _imported_modules(path):
             yield node.module
 
 
-PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation")
-"""flashsim's public modules for scale: the losses, and the one config mechanism, output path and checks."""
+PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.plotting")
+"""flashsim's public modules for scale: the losses, and the one config mechanism, output path, checks and
+curves.png."""
 
 
 def test_scale_imports_flashsim_only_through_its_public_modules():

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
+from flashsim.plotting import plot_curves
 from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, build_tables, optimal_success, train
-from flashsim.sim.plotting import plot_curves
 
 RUNS = (("flash_reinforce", "FlashREINFORCE"), ("grpo", "GRPO"))
 LAGS = (0, 8)

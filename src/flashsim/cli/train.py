@@ -1,8 +1,9 @@
 """``flashsim train``: one simulated training run — env, algorithm, lag, budget, seed — to a directory.
 
 Writes ``metrics.csv``, ``metrics.jsonl``, ``curves.png``, ``summary.json``, ``config.json`` and a
-resumable ``checkpoint.pt`` to ``--out``; ``--resume`` continues an interrupted run from there (its
-configuration comes from the checkpoint; ``--updates`` may extend the budget). The help text of
+resumable ``checkpoint.pt`` to ``--out``, and TensorBoard event files with ``--logger tensorboard``;
+``--resume`` continues an interrupted run from there (its configuration comes from the checkpoint;
+``--updates`` may extend the budget). The help text of
 each option is the docstring of the config field it sets (:mod:`flashsim.sim.config`); the flags are
 generated from those dataclasses by :mod:`flashsim.config`, which also reads ``--config FILE.yaml`` and
 ``--set KEY=VALUE`` strictly.
@@ -19,7 +20,7 @@ from pathlib import Path
 import torch
 
 from flashsim.config import add_flags, field_docs, flag_assignments, load
-from flashsim.io import jsonable
+from flashsim.io import LOGGERS, jsonable
 from flashsim.losses import LOSSES
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
 from flashsim.sim.simulation import CHECKPOINT, load_state, train
@@ -46,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="gate threshold δ of the loss (sets algorithm.loss_options.delta)")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--logger", choices=LOGGERS, default=None,
+                        help="also log the metrics to TensorBoard: event files in --out (tensorboard --logdir OUT); "
+                        "give it again with --resume [default: none]")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (tiny tensors: 1 is fastest)")
     paths = add_flags(parser, TrainConfig, flat=True, names=_NAMES, exclude=("algorithm.loss",))
     paths += add_flags(parser, AsyncWorkers, prefix="lag", flat=True,
@@ -74,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
                 raise FileNotFoundError(f"nothing to resume: {args.out / CHECKPOINT} does not exist")
             base = load_state(args.out / CHECKPOINT)["simulation"].config
         config = build_config(args, base)
-        result = train(config, args.out, resume=args.resume, progress=not args.no_progress)
-    except (ValueError, TypeError, FileExistsError, FileNotFoundError) as error:
+        result = train(config, args.out, resume=args.resume, progress=not args.no_progress, logger=args.logger)
+    except (ValueError, TypeError, FileExistsError, FileNotFoundError, ImportError) as error:
         print(f"flashsim train: error: {error}", file=sys.stderr)
         return 2
     if args.json:

@@ -13,8 +13,8 @@ Modules, one job each:
 - :mod:`~flashsim.sim.engine` — the discrete-event engine of N workers (emergent lag, crashes), the
   same kind of source;
 - :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics; the learner (optimizer
-  steps through the loss registry); :func:`train`, the run with outputs, checkpoints, resume, progress;
-- :mod:`~flashsim.sim.plotting` — figures (metrics and checkpoints: :mod:`flashsim.io`).
+  steps through the loss registry); :func:`train`, the run with outputs, checkpoints, resume, progress
+  (the run directory: :mod:`flashsim.io`; ``curves.png``: :mod:`flashsim.plotting`).
 
 Example:
     >>> from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, train

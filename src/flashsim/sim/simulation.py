@@ -68,10 +68,10 @@ from flashsim import exact
 from flashsim.config import from_dict, to_dict
 from flashsim.io import SUMMARY, ProgressBar, RunDirectory, load_checkpoint, read_metrics
 from flashsim.losses import LOSSES
+from flashsim.plotting import plot_curves
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TrainConfig, make_env, timing_of
 from flashsim.sim.engine import AsyncEngine, EngineState, TrajectoryStore
-from flashsim.sim.plotting import plot_curves
 from flashsim.sim.rollouts import (
     Batch,
     LaggedSource,
@@ -424,7 +424,7 @@ class TrainResult:
 
 def train(
     config: TrainConfig, out_dir: Path | str | None = None, *, resume: bool = False, progress: bool = False,
-    plot: bool = True,
+    plot: bool = True, logger: str | None = None,
 ) -> TrainResult:
     """Run ``config`` to ``config.updates`` learner updates.
 
@@ -434,13 +434,15 @@ def train(
         resume: continue from ``out_dir/checkpoint.pt`` (same config, ``updates`` may be larger).
         progress: show a tqdm progress bar on stderr.
         plot: write ``curves.png`` at the end.
+        logger: ``"tensorboard"``: also write TensorBoard event files into ``out_dir`` (see
+            :class:`flashsim.io.RunDirectory`); None: only the metrics files.
 
     Raises:
         FileExistsError: ``out_dir`` already holds a run and ``resume`` is False.
         FileNotFoundError: ``resume`` without a checkpoint in ``out_dir``.
     """
     simulation = Simulation(config)
-    run = RunDirectory(out_dir, METRIC_KEYS, checkpoint=CHECKPOINT, types=STATE_TYPES)
+    run = RunDirectory(out_dir, METRIC_KEYS, checkpoint=CHECKPOINT, types=STATE_TYPES, logger=logger)
     rows: list[dict[str, float]] = []
     if resume:
         run.resume(lambda state: simulation.load_state_dict(_checked(state, run.checkpoint)["simulation"]))
@@ -472,7 +474,8 @@ def train(
 
 
 def load_state(path: Path | str) -> dict[str, Any]:
-    """A run's checkpoint: ``{"simulation": Simulation.state_dict(), "offsets": (csv, jsonl bytes)}``.
+    """A run's checkpoint: ``{"simulation": Simulation.state_dict(), "offsets": (csv, jsonl bytes), "event_lengths":
+    {event file: bytes}}``.
 
     Loaded with ``torch.load(weights_only=True)`` (:func:`flashsim.io.load_checkpoint`); the config is
     rebuilt from plain data by :func:`flashsim.config.from_dict`, so it is checked like a config file.
