@@ -18,8 +18,9 @@ all-gathered and computed in bfloat16, gradients reduced in float32 into the flo
 
 The engines get the full weights from :func:`full_state_dict` (a collective: every rank calls it,
 rank 0 receives them on CPU). Checkpoints of the model and optimizer are ``torch.distributed.checkpoint``
-directories (tensors and a metadata file, no pickled objects), resharded on load when the number of ranks
-changed.
+directories, resharded on load when the number of ranks changed. Their tensors are read with
+``torch.load(weights_only=True)``; DCP pickles its ``.metadata`` file, which :class:`SafeReader` unpickles
+with an allow-list of DCP's own metadata classes (torch 2.13), so nothing loaded runs code.
 
 Left out on purpose: tensor and pipeline parallelism (a 30B dense model trains on 4-8 80 GB GPUs with
 FSDP alone), FSDP's own gradient-accumulation switch (``set_requires_gradient_sync``: microbatches are
@@ -28,10 +29,13 @@ reduce-scattered each, which costs bandwidth but no unsharded gradient memory).
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
+import torch.distributed.checkpoint.metadata as dcp_metadata
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -83,6 +87,36 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
+class _MetadataUnpickler(pickle.Unpickler):
+    """Rebuilds DCP's metadata only: its own dataclasses, sizes, dtypes, layouts and paths."""
+
+    ALLOWED = {("torch", "Size"), ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"),
+               ("pathlib", "PurePosixPath"), ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+               ("collections", "OrderedDict")}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == dcp_metadata.__name__ or (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"checkpoint metadata names {module}.{name}, which is not DCP metadata; "
+                                     "refusing to load it")
+
+
+class SafeReader(dcp.FileSystemReader):
+    """``FileSystemReader`` whose ``.metadata`` is unpickled through an allow-list (see the module docstring)."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> dcp_metadata.Metadata:
+        with open(Path(self.path) / ".metadata", "rb") as handle:
+            metadata = _MetadataUnpickler(handle).load()
+        if not isinstance(metadata, dcp_metadata.Metadata):
+            raise pickle.UnpicklingError(f"{self.path}/.metadata holds a {type(metadata).__name__}, not DCP metadata")
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = dcp_metadata.StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
 def save_sharded(path: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Write the model and optimizer state as a ``torch.distributed.checkpoint`` directory (every rank its shard)."""
     model_state, optimizer_state = get_state_dict(model, optimizer)
@@ -94,5 +128,5 @@ def load_sharded(path: str, model: torch.nn.Module, optimizer: torch.optim.Optim
     that wrote it (DCP reshards)."""
     model_state, optimizer_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(state, checkpoint_id=path)
+    dcp.load(state, storage_reader=SafeReader(path))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])

@@ -20,6 +20,7 @@ import flashsim.config as configs
 from flashsim.config import FORMER
 from flashsim.losses import LOSSES
 from flashsim.validation import check_choice, check_divisible, check_int, check_real, check_str
+from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
@@ -175,6 +176,27 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class LearnerConfig:
+    parallel: str = "ddp"
+    """Layout of the data-parallel learners (``torchrun``): ``ddp`` (a full replica per rank) or ``fsdp``
+    (parameters, gradients and AdamW state sharded over the ranks with FSDP2; checkpoints sharded too)."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder block in the backward pass instead of storing its activations (DDP or FSDP)."""
+    mixed_precision: bool = False
+    """``fsdp`` only: bfloat16 parameters and compute, float32 gradient reduction and master weights."""
+    cpu_offload: bool = False
+    """``fsdp`` only: keep the parameter, gradient and optimizer shards in CPU memory (GPU runs)."""
+
+
+    def __post_init__(self) -> None:
+        check_choice("parallel", self.parallel, PARALLEL)
+        for name in ("mixed_precision", "cpu_offload"):
+            if getattr(self, name) and self.parallel != "fsdp":
+                raise ValueError(f"learner.{name} is an FSDP policy: it needs learner.parallel: fsdp; "
+                                 f"got learner.parallel: {self.parallel}")
+
+
+@dataclass(frozen=True)
 class LoopConfig:
     mode: str = "async"
     """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn."""
@@ -256,6 +278,8 @@ class Config:
     """How trajectories are sampled and rewarded."""
     train: TrainConfig = field(default_factory=TrainConfig)
     """The RL loss and its optimizer."""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """How the learner is laid out: replicated or sharded, activation checkpointing, precision."""
     loop: LoopConfig = field(default_factory=LoopConfig)
     """Asynchronous or synchronous rollouts, workers and the queue."""
     eval: EvalConfig = field(default_factory=EvalConfig)
