@@ -126,7 +126,9 @@ def save_sharded(path: str, model: torch.nn.Module, optimizer: torch.optim.Optim
 def load_sharded(path: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Restore :func:`save_sharded`'s directory into ``model`` and ``optimizer``, whatever the number of ranks
     that wrote it (DCP reshards)."""
+    reader = SafeReader(path)
+    reader.read_metadata()  # refuse bad metadata here, with its own error (DCP would wrap it in an assertion)
     model_state, optimizer_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
-    dcp.load(state, storage_reader=SafeReader(path))
+    dcp.load(state, storage_reader=reader)
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
