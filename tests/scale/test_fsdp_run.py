@@ -82,3 +82,19 @@ def test_an_fsdp_run_killed_resumes_with_each_row_once_and_then_on_one_rank(tmp_
     assert [r["update"] for r in rows] == list(range(updates + 3))
     assert [r["learner/ranks"] for r in rows[updates + 1:]] == [1.0, 1.0]
     assert sorted(p.name for p in (out / "checkpoint").iterdir()) == [f"sharded-{updates + 2}", "state.pt"]
+
+
+@pytest.mark.parametrize("engine", ["transformers", "vllm"])
+def test_an_fsdp_learner_publishes_its_gathered_weights_to_the_engines(tmp_path, engine):
+    """Synchronous, so every batch is sampled by the weights of the step before (lag 0): the learner's
+    recomputed log-probs equal the engine's only if each step's gathered full weights reached the engine."""
+    if engine == "vllm":
+        pytest.importorskip("vllm")
+    out = tmp_path / engine
+    _run(_command(out, 2, "train.updates=3", "learner.parallel=fsdp", f"rollout.engine={engine}"))
+    rows = _rows(out)[1:]
+    assert [r["update"] for r in rows] == [1, 2, 3]
+    for row in rows:
+        assert row["lag/max"] == 0
+        assert row["trust/ratio_min"] == pytest.approx(1, abs=1e-3), row
+        assert row["trust/ratio_max"] == pytest.approx(1, abs=1e-3), row
