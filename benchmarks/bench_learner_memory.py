@@ -123,7 +123,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'src'}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    path = os.pathsep.join([str(ROOT), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     print(f"{args.batch} trajectories x ({args.prompt} + {args.completion}) tokens per step; {args.steps} timed steps")
     print("| layout | ranks | params (M) | state / rank (MB) | state bytes / param | peak RSS / rank (MB) | step (s) |")
     print("|---|---|---|---|---|---|---|")

@@ -119,3 +119,23 @@ def test_sharded_checkpoint_metadata_that_would_run_code_is_refused(float64_mode
     with pytest.raises(pickle.UnpicklingError, match="not DCP metadata"):
         load_sharded(str(tmp_path / "sharded"), model, optimizer)
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("learner.parallel=zero", "learner.parallel must be one of 'ddp', 'fsdp'; got 'zero'"),
+    ("learner.mixed_precision=true", "learner.mixed_precision is an FSDP policy"),
+    ("learner.cpu_offload=true", "learner.cpu_offload is an FSDP policy"),
+], ids=["unknown-layout", "mixed-precision-without-fsdp", "offload-without-fsdp"])
+def test_bad_learner_settings_are_refused_naming_the_key(setting, message):
+    from scale.run.config import load_config
+
+    with pytest.raises(ValueError, match=message):
+        load_config(None, [setting])
+
+
+def test_the_learner_defaults_are_the_ddp_replica_without_checkpointing():
+    from scale.run.config import load_config
+
+    learner = load_config(None).learner
+    assert (learner.parallel, learner.activation_checkpointing, learner.mixed_precision, learner.cpu_offload) == \
+           ("ddp", False, False, False)
