@@ -295,6 +295,9 @@ class Config:
                             ("loop.trajectories_per_call", self.loop.trajectories_per_call)):
             if value % G:
                 raise ValueError(f"{name} must be a multiple of the group size {G}; got {value}")
+        if self.learner.cpu_offload and not self.model.device.startswith("cuda"):
+            raise ValueError(f"learner.cpu_offload moves FSDP shards off the GPU into host memory; it needs "
+                             f"model.device: cuda, got model.device: {self.model.device}")
         if LOSSES[self.train.loss].needs_groups and G < 2:
             raise ValueError(f"rollout.group_size must be >= 2 for {self.train.loss} (group advantages); got {G}")
 

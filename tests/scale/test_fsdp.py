@@ -125,12 +125,13 @@ def test_sharded_checkpoint_metadata_that_would_run_code_is_refused(float64_mode
     ("learner.parallel=zero", "learner.parallel must be one of 'ddp', 'fsdp'; got 'zero'"),
     ("learner.mixed_precision=true", "learner.mixed_precision is an FSDP policy"),
     ("learner.cpu_offload=true", "learner.cpu_offload is an FSDP policy"),
-], ids=["unknown-layout", "mixed-precision-without-fsdp", "offload-without-fsdp"])
+    ("learner.parallel=fsdp learner.cpu_offload=true", "learner.cpu_offload .* needs model.device: cuda"),
+], ids=["unknown-layout", "mixed-precision-without-fsdp", "offload-without-fsdp", "offload-on-cpu"])
 def test_bad_learner_settings_are_refused_naming_the_key(setting, message):
     from scale.run.config import load_config
 
     with pytest.raises(ValueError, match=message):
-        load_config(None, [setting])
+        load_config(None, setting.split())
 
 
 def test_the_learner_defaults_are_the_ddp_replica_without_checkpointing():
