@@ -73,7 +73,8 @@ def test_activation_checkpointing_stores_fewer_tensors_and_keeps_the_parameter_n
     ({"parallel": "zero"}, "parallel must be one of"),
     ({"mixed_precision": True}, "need parallel='fsdp'"),
     ({"cpu_offload": True}, "need parallel='fsdp'"),
-], ids=["unknown-layout", "mixed-precision-without-fsdp", "offload-without-fsdp"])
+    ({"parallel": "fsdp", "data_parallel": True}, "pass optimizer as a function of the parameters"),
+], ids=["unknown-layout", "mixed-precision-without-fsdp", "offload-without-fsdp", "fsdp-with-a-built-optimizer"])
 def test_bad_learner_layouts_are_refused(float64_model, options, message):
     from scale.learner import Learner
 
