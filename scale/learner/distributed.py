@@ -12,9 +12,9 @@ on CPU, NCCL on GPU). For the accumulated gradient to equal the single-process f
 3. **the reduction** — ``DistributedDataParallel`` averages gradients over the W ranks, so each rank
    back-propagates W × its share (:func:`data_parallel_scale`), and the average is the global sum.
 
-Left out on purpose: sharded optimizers (ZeRO/FSDP: the tiny and 1.5B models fit one device), and
-unequal shards (DDP needs the same number of backward passes on every rank, so B and the
-microbatch count must split evenly; :func:`gather_batch` refuses otherwise).
+Sharding (FSDP2, ``parallel="fsdp"``) is :mod:`scale.learner.sharding`; the three rules above hold
+unchanged. Left out on purpose: unequal shards (DDP and FSDP need the same number of backward passes on
+every rank, so B and the microbatch count must split evenly; :func:`gather_batch` refuses otherwise).
 """
 
 from __future__ import annotations
@@ -110,10 +110,13 @@ def all_reduce_sum(value: float, *, data_parallel: bool, device: torch.device | 
 def init_from_environment(device: str) -> bool:
     """Join the process group described by ``torchrun``'s environment (``WORLD_SIZE`` > 1); True if joined.
 
-    gloo on CPU, NCCL on CUDA. Without ``WORLD_SIZE`` (or with 1) nothing happens: one learner.
+    gloo on CPU, NCCL on CUDA, where each rank takes the GPU of its ``LOCAL_RANK`` (``device: cuda`` then
+    means that GPU). Without ``WORLD_SIZE`` (or with 1) nothing happens: one learner.
     """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
         return dist.is_initialized() and world_size() > 1
+    if device.startswith("cuda"):
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
     return True
 

@@ -6,7 +6,8 @@ advantages are computed over the **whole** batch first and every microbatch loss
 denominators (``num_sequences`` = B, ``num_tokens`` = the batch's policy tokens, ``max_tokens`` = the
 generation budget), so the accumulated gradient equals the full-batch gradient (flashsim invariant 10).
 With ``data_parallel=True`` each rank of a ``torch.distributed`` process group steps on its shard
-and the same holds across ranks (see :mod:`scale.learner.distributed`).
+and the same holds across ranks (see :mod:`scale.learner.distributed`), with the model replicated
+(``parallel="ddp"``) or sharded (``parallel="fsdp"``, see :mod:`scale.learner.sharding`).
 
 The loss is ``flashsim.losses.get_loss(name)`` unchanged; ``behavior_log_probs`` are the engine's,
 stored at sampling. Left out on purpose: several optimizer steps per batch (PPO epochs; they would
@@ -16,7 +17,7 @@ break FlashREINFORCE's one-step-per-fresh-batch rule), a reference-policy KL, a 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from flashsim.losses import get_loss
 from scale.learner.distributed import all_reduce_sum, data_parallel_scale, gather_batch
 from scale.learner.logprobs import chunked_token_log_probs
 from scale.learner.model import hidden_states
+from scale.learner.sharding import PARALLEL, checkpoint_blocks, full_state_dict, shard
 from scale.rollouts.trajectory import Rollout, Trajectory
 
 
@@ -119,14 +121,20 @@ def _merge_stats(parts: list[dict[str, torch.Tensor]], tokens: list[int]) -> dic
 
 
 class PolicyScorer(torch.nn.Module):
-    """:func:`policy_log_probs` as a module, so that ``DistributedDataParallel`` can wrap the forward pass."""
+    """:func:`policy_log_probs` as a module, so that DDP or FSDP can wrap the forward pass (FSDP's root:
+    the LM head's weight is used directly, inside this forward, not through the model's own)."""
 
     def __init__(self, model: Any, *, temperature: float, chunk_size: int) -> None:
         super().__init__()
         self.model, self.temperature, self.chunk_size = model, temperature, chunk_size
 
-    def forward(self, batch: PackedBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        return policy_log_probs(self.model, batch, temperature=self.temperature, chunk_size=self.chunk_size)
+    def forward(self, batch: PackedBatch, temperature: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`policy_log_probs` at ``temperature`` (``None``: the scorer's)."""
+        temperature = self.temperature if temperature is None else temperature
+        return policy_log_probs(self.model, batch, temperature=temperature, chunk_size=self.chunk_size)
+
+
+OptimizerFactory = Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
 
 
 class Learner:
@@ -134,7 +142,8 @@ class Learner:
 
     Args:
         model: the policy (a ``transformers`` causal LM).
-        optimizer: over ``model``'s parameters.
+        optimizer: over ``model``'s parameters, or a function of the parameters that makes it (needed
+            with ``parallel="fsdp"``, which replaces the parameters by their shards first).
         loss_name: a name of ``flashsim.losses.LOSSES`` (``flash_reinforce``, ``grpo``, ...).
         loss_options: keyword options of the loss (``delta``, ``clip_eps``, ...).
         temperature: the sampling temperature; the policy is ``softmax(logits / temperature)``.
@@ -143,28 +152,59 @@ class Learner:
         max_grad_norm: clip the gradient norm (``None``: no clipping).
         max_tokens: the generation budget, the constant of ``seq_mean_token_sum_norm``.
         data_parallel: this rank steps on its shard of the batch inside an initialised
-            ``torch.distributed`` process group; gradients are summed over ranks by DDP.
+            ``torch.distributed`` process group; gradients are summed over ranks.
+        parallel: ``ddp`` (a full replica per rank) or ``fsdp`` (parameters, gradients and optimizer
+            state sharded with FSDP2 when ``data_parallel``).
+        activation_checkpointing: recompute each decoder block in the backward pass.
+        mixed_precision: FSDP only: bfloat16 parameters and compute, float32 gradient reduction.
+        cpu_offload: FSDP only: keep the parameter and optimizer shards in CPU memory.
     """
 
     def __init__(
-        self, model: Any, optimizer: torch.optim.Optimizer, *, loss_name: str = "flash_reinforce",
+        self, model: Any, optimizer: torch.optim.Optimizer | OptimizerFactory, *, loss_name: str = "flash_reinforce",
         loss_options: dict[str, Any] | None = None, temperature: float = 1.0, microbatch_size: int | None = None,
         chunk_size: int = 512, max_grad_norm: float | None = 1.0, max_tokens: int | None = None,
-        data_parallel: bool = False,
+        data_parallel: bool = False, parallel: str = "ddp", activation_checkpointing: bool = False,
+        mixed_precision: bool = False, cpu_offload: bool = False,
     ) -> None:
+        if parallel not in PARALLEL:
+            raise ValueError(f"parallel must be one of {list(PARALLEL)}; got {parallel!r}")
+        if parallel != "fsdp" and (mixed_precision or cpu_offload):
+            raise ValueError("mixed_precision and cpu_offload are FSDP policies; they need parallel='fsdp'")
+        self.sharded = parallel == "fsdp" and data_parallel
+        if self.sharded and isinstance(optimizer, torch.optim.Optimizer):
+            raise ValueError("parallel='fsdp' replaces the parameters by their shards: pass optimizer as a function "
+                             "of the parameters, e.g. functools.partial(torch.optim.AdamW, lr=1e-5)")
         self.loss_fn = get_loss(loss_name)
-        self.model, self.optimizer = model, optimizer
+        self.model, self.parallel = model, parallel
         self.loss_options = dict(loss_options or {})
         self._filters_tokens = self.loss_fn.needs_entropies(self.loss_options)
         self.temperature, self.chunk_size = temperature, chunk_size
         self.microbatch_size, self.max_grad_norm, self.max_tokens = microbatch_size, max_grad_norm, max_tokens
         self.version = 0
         self.data_parallel = data_parallel
+        if data_parallel and not torch.distributed.is_initialized():
+            raise ValueError("data_parallel=True needs torch.distributed.init_process_group(...) first")
+        if activation_checkpointing:
+            checkpoint_blocks(model)
         self.scorer: torch.nn.Module = PolicyScorer(model, temperature=temperature, chunk_size=chunk_size)
-        if data_parallel:
-            if not torch.distributed.is_initialized():
-                raise ValueError("data_parallel=True needs torch.distributed.init_process_group(...) first")
+        if self.sharded:
+            shard(self.scorer, model, mixed_precision=mixed_precision, cpu_offload=cpu_offload)
+        elif data_parallel:
             self.scorer = torch.nn.parallel.DistributedDataParallel(self.scorer)
+        self.optimizer = (optimizer if isinstance(optimizer, torch.optim.Optimizer)
+                          else optimizer(model.parameters()))
+
+    @property
+    def local_scorer(self) -> torch.nn.Module:
+        """The scorer for passes outside the RL step (the warm-up): sharded under FSDP, unwrapped from DDP."""
+        return self.scorer.module if isinstance(self.scorer, torch.nn.parallel.DistributedDataParallel) \
+            else self.scorer
+
+    def weights(self) -> Any:
+        """What the engines are given: the model, or under FSDP its gathered full state dict (a collective:
+        every rank calls it; rank 0 receives the tensors, the others ``{}``)."""
+        return full_state_dict(self.model) if self.sharded else self.model
 
     def step(self, rollouts: Sequence[Rollout]) -> dict[str, float]:
         """One optimizer step on ``rollouts``; returns namespaced metrics. Increments :attr:`version`."""
@@ -188,7 +228,8 @@ class Learner:
             batch = pack([r.trajectory for r in chunk], self._pad_id(), rewards=[r.reward for r in chunk],
                          group_ids=[r.group_id for r in chunk], device=device, dtype=dtype)
             last = start == starts[-1]
-            with self.scorer.no_sync() if self.data_parallel and not last else contextlib.nullcontext():
+            accumulate = self.data_parallel and not self.sharded and not last
+            with self.scorer.no_sync() if accumulate else contextlib.nullcontext():
                 log_probs, entropies = self.scorer(batch)
                 # The negative-token entropy filter ranks a failed trajectory's tokens by entropy: the
                 # learner's own (detached), which equal the behaviour policy's when the data is fresh.
@@ -199,7 +240,7 @@ class Learner:
                     num_tokens=batch_info.num_tokens, max_tokens=self.max_tokens or batch.action_mask.shape[1],
                     **filtered, **self.loss_options,
                 )
-                (loss * scale).backward()  # × W: DDP's average over ranks becomes the sum
+                (loss * scale).backward()  # × W: DDP's (or FSDP's) average over ranks becomes the sum
             parts.append(stats)
             tokens.append(int(batch.action_mask.sum()))
             entropy_sum += float(entropies[batch.action_mask].sum())
@@ -219,6 +260,10 @@ class Learner:
 
     def _clip_gradients(self) -> float:
         parameters = [p for p in self.model.parameters() if p.grad is not None]
+        if self.sharded:  # DTensor shards: the norms are reduced over ranks
+            norm = (torch.nn.utils.get_total_norm([p.grad for p in parameters]) if self.max_grad_norm is None
+                    else torch.nn.utils.clip_grad_norm_(parameters, self.max_grad_norm))
+            return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
         if self.max_grad_norm is None:
             norms = [p.grad.detach().norm() for p in parameters]
             return float(torch.stack(norms).norm()) if norms else 0.0

@@ -92,5 +92,7 @@ def hidden_states(model: Any, input_ids: torch.Tensor, attention_mask: torch.Ten
         input_ids, attention_mask: ``[B, L]``; returns ``[B, L, H]``.
     """
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    out = model.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)
+    # No KV cache: nothing reuses it, and a block recomputed by activation checkpointing would append twice.
+    out = model.base_model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                           use_cache=False)
     return out.last_hidden_state

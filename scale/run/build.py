@@ -1,15 +1,17 @@
 """Every part of a scale run, built from a :class:`~scale.run.config.Config`; nothing here runs a step.
 
 :func:`build` makes, in this order: torch's thread count and the data-parallel group (``torchrun``),
-the model and its tokenizer, the train and held-out prompts, the rollout settings, AdamW and its
-learning-rate ramp, the :class:`~scale.learner.Learner`, the prompt stream, rank 0's rollout engines
-and the evaluation engine. :func:`build_source` makes the rollout source (synchronous, worker threads
-or Ray actors) later, once the warm-up has trained the weights it starts from: the worker threads and
-actors start sampling as soon as they exist. :mod:`scale.run.trainer` runs the parts.
+the model and its tokenizer, the train and held-out prompts, the rollout settings, rank 0's rollout
+engines and the evaluation engine (each a copy of the model, taken before an FSDP learner shards it),
+the :class:`~scale.learner.Learner` with AdamW, its learning-rate ramp, and the prompt stream.
+:func:`build_source` makes the rollout source (synchronous, worker threads or Ray actors) later, once
+the warm-up has trained the weights it starts from: the worker threads and actors start sampling as soon
+as they exist. :mod:`scale.run.trainer` runs the parts.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 from dataclasses import dataclass
@@ -57,6 +59,8 @@ class Parts:
     engines: list[RolloutEngine]
     eval_engine: TransformersEngine
     data_parallel: bool
+    engine_model: Any
+    """What later engines (Ray actors) are built from: the model, or under FSDP rank 0's unsharded copy."""
 
 
 def build(config: Config) -> Parts:
@@ -70,20 +74,25 @@ def build(config: Config) -> Parts:
     tool = UnreliableCalculator(r.tool_error_rate, seed=config.seed) if r.tool_error_rate > 0 else calculator
     settings = RolloutSettings(config.rollout.sampling_params(), resolve_reward(r.reward), config.group_size, r.tools,
                                r.max_turns, r.on_reward_error, tool)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=t.learning_rate, weight_decay=t.weight_decay)
-    ramp = max(t.lr_warmup_updates, 1)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / ramp))
-    learner = Learner(model, optimizer, loss_name=t.loss, loss_options=t.loss_options, temperature=r.temperature,
-                      microbatch_size=t.microbatch_size, chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm,
-                      max_tokens=r.max_new_tokens, data_parallel=data_parallel)
     local_engines = 1 if lp.mode == "sync" else 0 if lp.placement == "ray" else lp.num_workers
     engines = [build_engine(config, model, tokenizer, seed=config.seed + 1 + i)
                for i in range(local_engines if rank() == 0 else 0)]
     eval_engine = TransformersEngine(model, tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
                                      max_batch_size=config.eval.batch_size, device=config.model.device)
-    return Parts(model, tokenizer, train_examples, test_examples, settings, optimizer, scheduler, learner,
+    sharded = data_parallel and config.learner.parallel == "fsdp"
+    engine_model = (copy.deepcopy(model) if rank() == 0 and lp.placement == "ray" else None) if sharded else model
+    lc = config.learner
+    learner = Learner(model, functools.partial(torch.optim.AdamW, lr=t.learning_rate, weight_decay=t.weight_decay),
+                      loss_name=t.loss, loss_options=t.loss_options, temperature=r.temperature,
+                      microbatch_size=t.microbatch_size, chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm,
+                      max_tokens=r.max_new_tokens, data_parallel=data_parallel, parallel=lc.parallel,
+                      activation_checkpointing=lc.activation_checkpointing, mixed_precision=lc.mixed_precision,
+                      cpu_offload=lc.cpu_offload)
+    ramp = max(t.lr_warmup_updates, 1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(learner.optimizer, lambda k: min(1.0, (k + 1) / ramp))
+    return Parts(model, tokenizer, train_examples, test_examples, settings, learner.optimizer, scheduler, learner,
                  PromptStream(train_examples, seed=config.seed), itertools.count(), engines, eval_engine,
-                 data_parallel)
+                 data_parallel, engine_model)
 
 
 def build_model(config: Config) -> tuple[Any, Tokenizer]:
@@ -132,20 +141,21 @@ def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int)
     return VLLMEngine(m.name, tokenizer, seed=seed, **options)
 
 
-def build_source(config: Config, parts: Parts) -> SyncRollouts | AsyncRollouts | RayRollouts:
-    """Rank 0's rollout source, its engines holding the learner's current weights (it may start sampling)."""
+def build_source(config: Config, parts: Parts, weights: Any) -> SyncRollouts | AsyncRollouts | RayRollouts:
+    """Rank 0's rollout source, its engines holding ``weights`` (:meth:`Learner.weights`: the learner's
+    current ones); it may start sampling."""
     p, lp = parts, config.loop
     for engine in p.engines:
-        engine.update_weights(p.model, p.learner.version)
+        engine.update_weights(weights, p.learner.version)
     if lp.mode == "sync":
         return SyncRollouts(p.engines[0], p.tokenizer, p.stream, p.settings, p.group_counter)
     prompts_per_call, queue_size = lp.trajectories_per_call // config.group_size, lp.queue_size // config.group_size
     if lp.placement == "threads":
         return AsyncRollouts(p.engines, p.tokenizer, p.stream, p.settings, p.group_counter,
                              prompts_per_call=prompts_per_call, queue_size=queue_size)
-    builders = [functools.partial(build_engine, config, p.model, p.tokenizer, seed=config.seed + 1 + i)
+    builders = [functools.partial(build_engine, config, p.engine_model, p.tokenizer, seed=config.seed + 1 + i)
                 for i in range(lp.num_workers)]
     source = RayRollouts(builders, p.tokenizer, p.stream, p.settings, p.group_counter,
                          prompts_per_call=prompts_per_call, queue_size=queue_size, address=lp.ray_address)
-    source.publish(p.model, p.learner.version)
+    source.publish(weights, p.learner.version)
     return source

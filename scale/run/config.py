@@ -21,6 +21,7 @@ from flashsim.config import FORMER
 from flashsim.io import LOGGERS
 from flashsim.losses import LOSSES
 from flashsim.validation import check_choice, check_divisible, check_int, check_probability, check_real, check_str
+from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
@@ -183,6 +184,27 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
+class LearnerConfig:
+    parallel: str = "ddp"
+    """Layout of the data-parallel learners (``torchrun``): ``ddp`` (a full replica per rank) or ``fsdp``
+    (parameters, gradients and AdamW state sharded over the ranks with FSDP2; checkpoints sharded too)."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder block in the backward pass instead of storing its activations (DDP or FSDP)."""
+    mixed_precision: bool = False
+    """``fsdp`` only: bfloat16 parameters and compute, float32 gradient reduction and master weights."""
+    cpu_offload: bool = False
+    """``fsdp`` only: keep the parameter, gradient and optimizer shards in CPU memory (GPU runs)."""
+
+
+    def __post_init__(self) -> None:
+        check_choice("parallel", self.parallel, PARALLEL)
+        for name in ("mixed_precision", "cpu_offload"):
+            if getattr(self, name) and self.parallel != "fsdp":
+                raise ValueError(f"learner.{name} is an FSDP policy: it needs learner.parallel: fsdp; "
+                                 f"got learner.parallel: {self.parallel}")
+
+
+@dataclass(frozen=True)
 class LoopConfig:
     mode: str = "async"
     """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn."""
@@ -267,6 +289,8 @@ class Config:
     """How trajectories are sampled and rewarded."""
     train: TrainConfig = field(default_factory=TrainConfig)
     """The RL loss and its optimizer."""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """How the learner is laid out: replicated or sharded, activation checkpointing, precision."""
     loop: LoopConfig = field(default_factory=LoopConfig)
     """Asynchronous or synchronous rollouts, workers and the queue."""
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -283,6 +307,9 @@ class Config:
             if value % G:
                 raise ValueError(f"{name} must be a multiple of the group size {G}; got {value}")
         LOSSES[self.train.loss].check_options(self.train.loss_options, "train.loss_options")
+        if self.learner.cpu_offload and not self.model.device.startswith("cuda"):
+            raise ValueError(f"learner.cpu_offload moves FSDP shards off the GPU into host memory; it needs "
+                             f"model.device: cuda, got model.device: {self.model.device}")
         if LOSSES[self.train.loss].needs_groups and G < 2:
             raise ValueError(f"rollout.group_size must be >= 2 for {self.train.loss} (group advantages); got {G}")
 

@@ -5,7 +5,10 @@ them; only this module (and the CLI) writes files or seeds anything. The run dir
 (:class:`flashsim.io.RunDirectory`, the simulator's too): ``config.yaml``, ``metrics.csv`` /
 ``metrics.jsonl`` (columns :data:`COLUMNS`), ``checkpoint/state.pt``, ``summary.json``, ``curves.png``
 (:data:`PANELS`, drawn by the simulator's :func:`flashsim.plotting.plot_curves` at every evaluation) and,
-with ``log.logger: tensorboard``, TensorBoard event files.
+with ``log.logger: tensorboard``, TensorBoard event files. With ``learner.parallel: fsdp`` the model and
+optimizer are saved apart, every rank its shard, as the ``torch.distributed.checkpoint`` directory
+``checkpoint/sharded-<update>`` that ``state.pt`` names (written first, so a kill between the two leaves
+the previous pair intact); a resume may use another number of ranks.
 
 Order of a run: supervised warm-up (skipped on resume) → evaluation "update 0" and a checkpoint → the
 rollout source (sync, worker threads or Ray actors) → for each update k: a batch from the source, its
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
 import time
 from typing import Any
 
@@ -31,6 +35,7 @@ from flashsim.config import to_dict
 from flashsim.io import SUMMARY, ProgressBar, RunDirectory, read_metrics
 from flashsim.plotting import Panel, plot_curves
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
+from scale.learner.sharding import load_sharded, save_sharded
 from scale.rollouts.collect import evaluate
 from scale.rollouts.sources import lag_metrics
 from scale.rollouts.trajectory import Rollout, RolloutEngine, SamplingParams
@@ -39,6 +44,7 @@ from scale.run.config import Config
 from scale.run.warmup import shared_warmup, warmup
 
 CHECKPOINT, CONFIG, CURVES = "checkpoint/state.pt", "config.yaml", "curves.png"
+SHARDED = "checkpoint/sharded-{update}"
 COLUMNS = (
     "update",
     "rollout/reward", "rollout/length", "rollout/tool_calls", "rollout/truncation", "rollout/trajectories",
@@ -96,7 +102,8 @@ class Trainer:
                 self.run_dir.start(overwrite=True)
                 self.run_dir.write_text(CONFIG, yaml.safe_dump(to_dict(self.config), sort_keys=False))
                 self.warm_up()
-            source = build_source(self.config, self.parts) if self.is_main else None
+            weights = self.parts.learner.weights()
+            source = build_source(self.config, self.parts, weights) if self.is_main else None
             try:
                 self._train(source)
             finally:
@@ -120,17 +127,21 @@ class Trainer:
             return warmup(p.model, p.tokenizer, p.train_examples, steps=w.steps, batch_size=w.batch_size,
                           lr=w.learning_rate, rng=np.random.default_rng([self.config.seed, 1]),
                           chunk_size=self.config.train.chunk_size,
-                          callback=lambda step, loss: bar.advance(loss=f"{loss:.3f}"))
+                          callback=lambda step, loss: bar.advance(loss=f"{loss:.3f}"),
+                          scorer=p.learner.local_scorer if p.learner.sharded else None)
 
         if w.cache is None:
             losses = train()
+        elif p.learner.sharded:
+            raise ValueError("warmup.cache keeps full weights; it cannot be combined with learner.parallel: fsdp "
+                             "on several ranks (warm up once without it, or set warmup.cache: null)")
         else:  # everything the warm-up depends on (not the cache folder itself)
             c = self.config
             settings = {"seed": c.seed, "model": to_dict(c.model), "data": to_dict(c.data),
                         "warmup": {**to_dict(w), "cache": None}, "chunk_size": c.train.chunk_size}
             losses = shared_warmup(w.cache, settings, p.model, train)
         bar.close()
-        if p.data_parallel:
+        if p.data_parallel and not p.learner.sharded:  # FSDP ranks warmed up their shards together
             broadcast_parameters(p.model)
         row = {"update": 0, "time/warmup_s": time.perf_counter() - start,
                "warmup/loss": losses[-1] if losses else float("nan"), **self.evaluate()}
@@ -150,8 +161,9 @@ class Trainer:
             step_started = time.perf_counter()
             stats = p.learner.step(shard(rollouts, rank(), world_size()) if p.data_parallel else rollouts)
             p.scheduler.step()
+            weights = p.learner.weights()
             if source is not None:
-                source.publish(p.model, p.learner.version)
+                source.publish(weights, p.learner.version)
             k = p.learner.version
             row = {"update": k, **_rollout_metrics(rollouts), **lag, **info, **stats,
                    "time/learner_s": time.perf_counter() - step_started,
@@ -164,7 +176,8 @@ class Trainer:
             self.write(row)
             bar.advance(reward=f"{row['rollout/reward']:.2f}", lag=f"{lag['lag/mean']:.1f}",
                         acc=f"{row.get('eval/accuracy', float('nan')):.2f}")
-            if self.run_dir.checkpoint_due(k, every=c.log.checkpoint_every, last=c.train.updates):
+            every = c.log.checkpoint_every
+            if (every > 0 and k % every == 0) or k == c.train.updates:
                 self.save()
         bar.close()
 
@@ -183,9 +196,12 @@ class Trainer:
         """Held-out accuracy at the training temperature (and greedy), with fixed random numbers (rank 0)."""
         p = self.parts
         examples = p.test_examples[: self.config.eval.num_prompts]
-        if not examples or not self.is_main:
+        if not examples:
             return {}
-        p.eval_engine.update_weights(p.model, p.learner.version)
+        weights = p.learner.weights()
+        if not self.is_main:
+            return {}
+        p.eval_engine.update_weights(weights, p.learner.version)
         p.eval_engine.generator.manual_seed(self.config.seed + EVAL_SEED_OFFSET)
         size = self.config.eval.batch_size
         sampled = evaluate(p.eval_engine, p.tokenizer, examples, p.settings, batch_size=size)
@@ -199,26 +215,46 @@ class Trainer:
         return row
 
     def state(self) -> dict[str, Any]:
-        """Everything a resumed run needs; the group id it stores is skipped, never handed out twice."""
+        """Everything a resumed run needs but the sharded model and optimizer; the group id it stores is
+        skipped, never handed out twice."""
         p = self.parts
+        learner = ({"sharded": SHARDED.format(update=p.learner.version)} if self._sharded_checkpoints else
+                   {"model": p.model.state_dict(), "optimizer": p.optimizer.state_dict()})
         return {
-            "config": to_dict(self.config), "version": p.learner.version, "model": p.model.state_dict(),
-            "optimizer": p.optimizer.state_dict(), "scheduler": p.scheduler.state_dict(),
+            "config": to_dict(self.config), "version": p.learner.version, **learner,
+            "scheduler": p.scheduler.state_dict(),
             "stream": p.stream.state_dict(), "next_group_id": next(p.group_counter),
             "engine_generators": [_generator(e).get_state() if _generator(e) else None for e in p.engines],
             "torch_rng": torch.get_rng_state(), "summary": dict(self.summary),
         }
 
+    @property
+    def _sharded_checkpoints(self) -> bool:
+        return self.config.learner.parallel == "fsdp"
+
     def save(self) -> None:
-        """Checkpoint (rank 0; the run directory adds the metrics' offsets, flushing the rows so far)."""
-        if self.is_main:
-            self.run_dir.save(self.state())
+        """Checkpoint (rank 0; the run directory adds the metrics' offsets, flushing the rows so far). Under
+        FSDP every rank first writes its shards; the directories of older checkpoints then go."""
+        sharded = None
+        if self._sharded_checkpoints:
+            sharded = self.run_dir.out / SHARDED.format(update=self.parts.learner.version)
+            save_sharded(str(sharded), self.parts.model, self.parts.optimizer)
+        if not self.is_main:
+            return
+        self.run_dir.save(self.state())
+        if sharded is not None:
+            for old in sharded.parent.glob(SHARDED.format(update="*").rsplit("/", 1)[1]):
+                if old != sharded:
+                    shutil.rmtree(old, ignore_errors=True)
 
     def load(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state` (on every rank: each holds its own model and optimizer)."""
+        """Restore :meth:`state` (on every rank: each holds its own model and optimizer, or its shards)."""
         p = self.parts
-        p.model.load_state_dict(state["model"])
-        p.optimizer.load_state_dict(state["optimizer"])
+        if "sharded" in state:
+            load_sharded(str(self.run_dir.out / state["sharded"]), p.model, p.optimizer)
+        else:
+            p.model.load_state_dict(state["model"])
+            p.optimizer.load_state_dict(state["optimizer"])
         p.scheduler.load_state_dict(state["scheduler"])
         p.learner.version = state["version"]
         p.stream.load_state_dict(state["stream"])

@@ -67,11 +67,13 @@ def warmup(
     rng: np.random.Generator,
     chunk_size: int = 512,
     callback: Any = None,
+    scorer: torch.nn.Module | None = None,
 ) -> list[float]:
     """Train ``model`` for ``steps`` AdamW steps of ``batch_size`` demonstrations drawn by ``rng``.
 
     Returns the per-step mean token negative log-likelihood. ``callback(step, loss)`` is called after
-    each step (e.g. a progress bar).
+    each step (e.g. a progress bar). ``scorer``: the learner's FSDP-sharded scorer, through whose forward
+    a sharded model must be run (``None``: :func:`policy_log_probs` on ``model``).
     """
     check_int("steps", steps, low=0)
     check_int("batch_size", batch_size, low=1)
@@ -87,7 +89,8 @@ def warmup(
     for step in range(steps):
         chosen = [demos[i] for i in rng.integers(0, len(demos), size=batch_size)]
         batch = pack(chosen, tokenizer.pad_id, device=device)
-        log_probs, _ = policy_log_probs(model, batch, chunk_size=chunk_size)
+        log_probs, _ = (scorer(batch, 1.0) if scorer is not None
+                        else policy_log_probs(model, batch, chunk_size=chunk_size))
         loss = -log_probs[batch.action_mask].mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

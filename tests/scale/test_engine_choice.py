@@ -58,3 +58,13 @@ def test_the_paper_recipes_are_valid_configurations(recipe):
     assert config.rollout.engine == "vllm" and config.train.batch_size == 128
     assert config.rollout.max_new_tokens == 4096
     assert config.train.batch_size // config.group_size == (128 if recipe == "paper_flash_reinforce" else 32)
+
+
+def test_the_7b_tool_use_recipe_is_a_valid_sharded_configuration():
+    from scale.run.config import load_config
+
+    config = load_config("scale/examples/paper_tool_use_7b.yaml")
+    assert config.rollout.engine == "vllm" and config.rollout.tools
+    assert (config.learner.parallel, config.learner.activation_checkpointing, config.learner.mixed_precision) == \
+           ("fsdp", True, True)
+    assert config.train.batch_size % 4 == 0  # 4 learner ranks

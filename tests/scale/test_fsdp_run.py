@@ -1,0 +1,99 @@
+"""``torchrun --nproc-per-node 2 -m scale train`` with ``learner.parallel: fsdp``: the DDP run's numbers, a
+resume after SIGKILL with each metrics row once, and a resume onto one rank."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SETS = ["loop.mode=sync", "warmup.steps=10", "train.batch_size=16", "data.num_test=16", "eval.every=2",
+        "log.progress=false", "log.tensorboard=false", "log.checkpoint_every=2"]
+
+
+def _free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def _command(out: Path, ranks: int, *sets: str, resume: bool = False) -> list[str]:
+    launcher = ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ranks),
+                "--master-port", _free_port()] if ranks > 1 else []
+    command = [sys.executable, *launcher, "-m", "scale", "train", "--config", "tiny_cpu", "--out", str(out)]
+    return command + ["--resume"] * resume + [x for s in (*SETS, *sets) for x in ("--set", s)]
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def _rows(out: Path) -> list[dict]:
+    path = out / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def _run(command: list[str]) -> None:
+    done = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_an_fsdp_run_matches_the_ddp_run(tmp_path):
+    runs = {}
+    for parallel in ("ddp", "fsdp"):
+        _run(_command(tmp_path / parallel, 2, "train.updates=2", f"learner.parallel={parallel}"))
+        runs[parallel] = _rows(tmp_path / parallel)
+    assert [r["update"] for r in runs["fsdp"]] == [0, 1, 2]
+    ddp, fsdp = runs["ddp"][1], runs["fsdp"][1]  # update 1: same weights, same batch
+    assert fsdp["learner/ranks"] == 2
+    assert fsdp["rollout/reward"] == ddp["rollout/reward"]
+    assert fsdp["loss/policy"] == pytest.approx(ddp["loss/policy"], rel=1e-5, abs=1e-7)
+    assert fsdp["grad/norm"] == pytest.approx(ddp["grad/norm"], rel=1e-5)
+
+
+def test_an_fsdp_run_killed_resumes_with_each_row_once_and_then_on_one_rank(tmp_path):
+    out, updates = tmp_path / "run", 6
+    process = subprocess.Popen(_command(out, 2, f"train.updates={updates}", "learner.parallel=fsdp"), cwd=ROOT,
+                               env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not any(r["update"] >= 3 for r in _rows(out)):
+            assert process.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGKILL)  # torchrun and both ranks: the group this test started
+    finally:
+        process.wait(timeout=60)
+    assert max(r["update"] for r in _rows(out)) < updates
+    _run(_command(out, 2, f"train.updates={updates}", "learner.parallel=fsdp", resume=True))
+    assert [r["update"] for r in _rows(out)] == list(range(updates + 1))
+    _run(_command(out, 1, f"train.updates={updates + 2}", "learner.parallel=fsdp", resume=True))
+    rows = _rows(out)
+    assert [r["update"] for r in rows] == list(range(updates + 3))
+    assert [r["learner/ranks"] for r in rows[updates + 1:]] == [1.0, 1.0]
+    assert sorted(p.name for p in (out / "checkpoint").iterdir()) == [f"sharded-{updates + 2}", "state.pt"]
+
+
+def test_an_fsdp_learner_publishes_its_gathered_weights_to_the_engines(tmp_path):
+    """Synchronous, so every batch is sampled by the weights of the step before (lag 0): the learner's
+    recomputed log-probs equal the engine's only if each step's gathered full weights reached the engine.
+    The vLLM engine inside a ``torchrun`` rank hung in its start (see the fsdp notes); it is not tested here."""
+    engine = "transformers"
+    out = tmp_path / engine
+    _run(_command(out, 2, "train.updates=3", "learner.parallel=fsdp", f"rollout.engine={engine}"))
+    rows = _rows(out)[1:]
+    assert [r["update"] for r in rows] == [1, 2, 3]
+    for row in rows:
+        assert row["lag/max"] == 0
+        assert row["trust/ratio_min"] == pytest.approx(1, abs=1e-3), row
+        assert row["trust/ratio_max"] == pytest.approx(1, abs=1e-3), row
