@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ["loop.mode=sync", "warmup.steps=10", "train.batch_size=16", "data.num_test=16", "eval.every=2",
-        "log.progress=false", "log.tensorboard=false", "log.checkpoint_every=2"]
+        "log.progress=false", "log.checkpoint_every=2"]
 
 
 def _free_port() -> str:
