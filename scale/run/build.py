@@ -62,7 +62,7 @@ def build(config: Config) -> Parts:
     """The parts of the run ``config`` describes (on each rank of a ``torchrun`` job: its own copy)."""
     if config.loop.threads is not None:
         torch.set_num_threads(config.loop.threads)
-    data_parallel = init_from_environment(config.model.device)
+    data_parallel = init_from_environment(config.model.device, timeout_s=config.train.process_group_timeout_s)
     model, tokenizer = build_model(config)
     train_examples, test_examples = build_data(config)
     r, t, lp = config.rollout, config.train, config.loop
@@ -130,6 +130,14 @@ def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int)
     return VLLMEngine(m.name, tokenizer, seed=seed, **options)
 
 
+def build_actor_engine(config: Config, *, seed: int) -> RolloutEngine:
+    """A rollout engine built inside a Ray actor from the config alone: the model at its initial weights
+    (the actor's first call loads the published ones), so that a replacement actor needs nothing but
+    these small arguments."""
+    model, tokenizer = build_model(config)
+    return build_engine(config, model, tokenizer, seed=seed)
+
+
 def build_source(config: Config, parts: Parts) -> SyncRollouts | AsyncRollouts | RayRollouts:
     """Rank 0's rollout source, its engines holding the learner's current weights (it may start sampling)."""
     p, lp = parts, config.loop
@@ -141,9 +149,9 @@ def build_source(config: Config, parts: Parts) -> SyncRollouts | AsyncRollouts |
     if lp.placement == "threads":
         return AsyncRollouts(p.engines, p.tokenizer, p.stream, p.settings, p.group_counter,
                              prompts_per_call=prompts_per_call, queue_size=queue_size)
-    builders = [functools.partial(build_engine, config, p.model, p.tokenizer, seed=config.seed + 1 + i)
-                for i in range(lp.num_workers)]
+    builders = [functools.partial(build_actor_engine, config, seed=config.seed + 1 + i) for i in range(lp.num_workers)]
     source = RayRollouts(builders, p.tokenizer, p.stream, p.settings, p.group_counter,
-                         prompts_per_call=prompts_per_call, queue_size=queue_size, address=lp.ray_address)
+                         prompts_per_call=prompts_per_call, queue_size=queue_size, address=lp.ray_address,
+                         max_restarts=lp.max_restarts, fleet_timeout_s=lp.fleet_timeout_s)
     source.publish(p.model, p.learner.version)
     return source
