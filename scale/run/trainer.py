@@ -62,6 +62,8 @@ class Trainer:
         self.run_dir = RunDirectory(config.log.out, COLUMNS, checkpoint=CHECKPOINT, writes=self.is_main,
                                     tensorboard=config.log.tensorboard)
         self.summary: dict[str, Any] = {}
+        self.last_checkpoint: int | None = None
+        """The update of the newest checkpoint on disk (``None`` before the first)."""
 
     @property
     def data_parallel(self) -> bool:
@@ -174,6 +176,7 @@ class Trainer:
         """Checkpoint (rank 0; the run directory adds the metrics' offsets, flushing the rows so far)."""
         if self.is_main:
             self.run_dir.save(self.state())
+        self.last_checkpoint = self.parts.learner.version
 
     def load(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state` (on every rank: each holds its own model and optimizer)."""
@@ -181,7 +184,7 @@ class Trainer:
         p.model.load_state_dict(state["model"])
         p.optimizer.load_state_dict(state["optimizer"])
         p.scheduler.load_state_dict(state["scheduler"])
-        p.learner.version = state["version"]
+        p.learner.version = self.last_checkpoint = state["version"]
         p.stream.load_state_dict(state["stream"])
         p.group_counter = itertools.count(state["next_group_id"])
         for engine, generator_state in zip(p.engines, state["engine_generators"]):
