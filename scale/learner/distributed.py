@@ -20,8 +20,8 @@ microbatch count must split evenly; :func:`gather_batch` refuses otherwise).
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch

@@ -137,7 +137,8 @@ class AsyncRollouts:
                 self._check_workers()
                 continue
             rollouts += group
-            self.last_version_delivered = max((r.trajectory.version for r in group), default=self.last_version_delivered)
+            versions = [r.trajectory.version for r in group]
+            self.last_version_delivered = max(versions, default=self.last_version_delivered)
         with self.lock:
             dropped, self.dropped = self.dropped, 0
         return rollouts, {"rollout/dropped": float(dropped), "time/wait_s": time.perf_counter() - start,
