@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from flashsim.validation import check_int
+from flashsim.validation import check_int, check_real
 
 
 def world_size() -> int:
@@ -107,17 +108,19 @@ def all_reduce_sum(value: float, *, data_parallel: bool, device: torch.device | 
     return float(tensor)
 
 
-def init_from_environment(device: str) -> bool:
+def init_from_environment(device: str, *, timeout_s: float) -> bool:
     """Join the process group described by ``torchrun``'s environment (``WORLD_SIZE`` > 1); True if joined.
 
     gloo on CPU, NCCL on CUDA, where each rank takes the GPU of its ``LOCAL_RANK`` (``device: cuda`` then
-    means that GPU). Without ``WORLD_SIZE`` (or with 1) nothing happens: one learner.
+    means that GPU). Without ``WORLD_SIZE`` (or with 1) nothing happens: one learner. A collective that
+    waits more than ``timeout_s`` seconds for another rank (dead, or stuck) raises instead of hanging.
     """
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
         return dist.is_initialized() and world_size() > 1
+    check_real("timeout_s", timeout_s, low=0.0, low_inclusive=False)
     if device.startswith("cuda"):
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timedelta(seconds=timeout_s))
     return True
 
 

@@ -12,6 +12,10 @@ flight: a trajectory sampled with weight version v and consumed by the update th
 version k has lag ``k − v``, measured per trajectory and logged. Published weights reach a worker's
 engine at its next call. (Threads suffice on CPU: torch releases the GIL inside its kernels.)
 
+A worker thread that raises ends the run: :meth:`AsyncRollouts.next_batch` raises
+:class:`RolloutFleetError` naming the worker, its error and the last weight version delivered (the
+CLI prints it with the ``--resume`` command and exits non-zero).
+
 The same two methods are offered by :class:`scale.rollouts.ray_sources.RayRollouts`, which puts each engine
 in a Ray actor process (``loop.placement: ray``).
 """
@@ -31,6 +35,11 @@ from scale.rollouts.tokenizer import Tokenizer
 from scale.rollouts.trajectory import Rollout, RolloutEngine
 
 _POLL_SECONDS = 0.05
+
+
+class RolloutFleetError(RuntimeError):
+    """The rollout engines can no longer deliver trajectories; the message names them and the last
+    weight version delivered. The run stops; its last checkpoint is intact and ``--resume`` continues."""
 
 
 class SyncRollouts:
@@ -100,17 +109,22 @@ class AsyncRollouts:
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.dropped = 0
+        self.last_version_delivered: int | None = None
         self.workers = [_Worker(self, engine, i) for i, engine in enumerate(self.engines)]
         for worker in self.workers:
             worker.start()
 
     def _check_workers(self) -> None:
-        for worker in self.workers:
-            if worker.error is not None:
-                self.close()
-                raise worker.error
+        failed = [w for w in self.workers if w.error is not None]
+        if failed:
+            self.close()
+            error = failed[0].error
+            names = ", ".join(f"{w.name} ({type(w.error).__name__})" for w in failed)
+            raise RolloutFleetError(f"the rollout fleet is dead: engine thread {names} raised "
+                                    f"{type(error).__name__}: {error}; last weight version delivered: "
+                                    f"{self.last_version_delivered}") from error
         if not any(w.is_alive() for w in self.workers):
-            raise RuntimeError("all rollout workers stopped without an error")
+            raise RolloutFleetError("the rollout fleet is dead: all rollout workers stopped without an error")
 
     def next_batch(self, num_trajectories: int) -> tuple[list[Rollout], dict[str, float]]:
         """Groups from the queue until at least ``num_trajectories`` trajectories (whole groups)."""
@@ -118,9 +132,13 @@ class AsyncRollouts:
         start = time.perf_counter()
         while len(rollouts) < num_trajectories:
             try:
-                rollouts += self.queue.get(timeout=_POLL_SECONDS)
+                group = self.queue.get(timeout=_POLL_SECONDS)
             except queue.Empty:
                 self._check_workers()
+                continue
+            rollouts += group
+            versions = [r.trajectory.version for r in group]
+            self.last_version_delivered = max(versions, default=self.last_version_delivered)
         with self.lock:
             dropped, self.dropped = self.dropped, 0
         return rollouts, {"rollout/dropped": float(dropped), "time/wait_s": time.perf_counter() - start,

@@ -11,7 +11,6 @@ as they exist. :mod:`scale.run.trainer` runs the parts.
 
 from __future__ import annotations
 
-import copy
 import functools
 import itertools
 from dataclasses import dataclass
@@ -59,15 +58,13 @@ class Parts:
     engines: list[RolloutEngine]
     eval_engine: TransformersEngine
     data_parallel: bool
-    engine_model: Any
-    """What later engines (Ray actors) are built from: the model, or under FSDP rank 0's unsharded copy."""
 
 
 def build(config: Config) -> Parts:
     """The parts of the run ``config`` describes (on each rank of a ``torchrun`` job: its own copy)."""
     if config.loop.threads is not None:
         torch.set_num_threads(config.loop.threads)
-    data_parallel = init_from_environment(config.model.device)
+    data_parallel = init_from_environment(config.model.device, timeout_s=config.train.process_group_timeout_s)
     model, tokenizer = build_model(config)
     train_examples, test_examples = build_data(config)
     r, t, lp = config.rollout, config.train, config.loop
@@ -79,8 +76,6 @@ def build(config: Config) -> Parts:
                for i in range(local_engines if rank() == 0 else 0)]
     eval_engine = TransformersEngine(model, tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
                                      max_batch_size=config.eval.batch_size, device=config.model.device)
-    sharded = data_parallel and config.learner.parallel == "fsdp"
-    engine_model = (copy.deepcopy(model) if rank() == 0 and lp.placement == "ray" else None) if sharded else model
     lc = config.learner
     learner = Learner(model, functools.partial(torch.optim.AdamW, lr=t.learning_rate, weight_decay=t.weight_decay),
                       loss_name=t.loss, loss_options=t.loss_options, temperature=r.temperature,
@@ -92,7 +87,7 @@ def build(config: Config) -> Parts:
     scheduler = torch.optim.lr_scheduler.LambdaLR(learner.optimizer, lambda k: min(1.0, (k + 1) / ramp))
     return Parts(model, tokenizer, train_examples, test_examples, settings, learner.optimizer, scheduler, learner,
                  PromptStream(train_examples, seed=config.seed), itertools.count(), engines, eval_engine,
-                 data_parallel, engine_model)
+                 data_parallel)
 
 
 def build_model(config: Config) -> tuple[Any, Tokenizer]:
@@ -141,6 +136,14 @@ def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int)
     return VLLMEngine(m.name, tokenizer, seed=seed, **options)
 
 
+def build_actor_engine(config: Config, *, seed: int) -> RolloutEngine:
+    """A rollout engine built inside a Ray actor from the config alone: the model at its initial weights
+    (the actor's first call loads the published ones), so that a replacement actor needs nothing but
+    these small arguments."""
+    model, tokenizer = build_model(config)
+    return build_engine(config, model, tokenizer, seed=seed)
+
+
 def build_source(config: Config, parts: Parts, weights: Any) -> SyncRollouts | AsyncRollouts | RayRollouts:
     """Rank 0's rollout source, its engines holding ``weights`` (:meth:`Learner.weights`: the learner's
     current ones); it may start sampling."""
@@ -153,9 +156,9 @@ def build_source(config: Config, parts: Parts, weights: Any) -> SyncRollouts | A
     if lp.placement == "threads":
         return AsyncRollouts(p.engines, p.tokenizer, p.stream, p.settings, p.group_counter,
                              prompts_per_call=prompts_per_call, queue_size=queue_size)
-    builders = [functools.partial(build_engine, config, p.engine_model, p.tokenizer, seed=config.seed + 1 + i)
-                for i in range(lp.num_workers)]
+    builders = [functools.partial(build_actor_engine, config, seed=config.seed + 1 + i) for i in range(lp.num_workers)]
     source = RayRollouts(builders, p.tokenizer, p.stream, p.settings, p.group_counter,
-                         prompts_per_call=prompts_per_call, queue_size=queue_size, address=lp.ray_address)
+                         prompts_per_call=prompts_per_call, queue_size=queue_size, address=lp.ray_address,
+                         max_restarts=lp.max_restarts, fleet_timeout_s=lp.fleet_timeout_s)
     source.publish(weights, p.learner.version)
     return source

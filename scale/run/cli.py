@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -34,6 +35,8 @@ FLAG_NAMES = {"model.name": "--model", "train.loss": ("--algo", "--train.loss"),
               "log.logger": ("--logger", "--log.logger")}
 """Short flags for the keys typed most (``--model`` also takes a hub id or local path; ``--algo`` and
 ``--logger`` as in ``flashsim train``)."""
+FLEET_DEAD_EXIT = 3
+"""Exit status of a run stopped because its rollout engines can no longer deliver (resumable)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,7 +87,17 @@ def resolve_config_path(name: str | None) -> Path | None:
     return Path(str(bundled)) if bundled.is_file() else path
 
 
+def fleet_failure_message(error: Exception, out: str, last_checkpoint: int | None, argv: Sequence[str]) -> str:
+    """What a run stopped by a dead rollout fleet prints: the error (engines, last version delivered), the
+    intact checkpoint and the command that resumes from it."""
+    command = shlex.join(["python", "-m", "scale", *[a for a in argv if a != "--resume"], "--resume"])
+    checkpoint = (f"its last checkpoint (update {last_checkpoint}, {out}/checkpoint) is intact" if last_checkpoint
+                  is not None else "it has no checkpoint yet")
+    return f"error: {error}\nThe run stopped; {checkpoint}. Resume with:\n  {command}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     if args.command == "curve":
         try:
@@ -100,10 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    from scale.rollouts.sources import RolloutFleetError
     from scale.run.trainer import Trainer  # imports transformers: only once the configuration is known to be good
 
     trainer = Trainer(config, resume=args.resume)
-    summary = trainer.run()
+    try:
+        summary = trainer.run()
+    except RolloutFleetError as error:
+        print(fleet_failure_message(error, config.log.out, trainer.last_checkpoint, argv), file=sys.stderr)
+        return FLEET_DEAD_EXIT
     if trainer.data_parallel:  # this rank joined torchrun's group: leave it, as PyTorch asks, after success only
         import torch.distributed  # (a failed rank must not wait for the others)
 

@@ -168,12 +168,17 @@ class TrainConfig:
     """Gradient-norm clip (null: none)."""
     chunk_size: int = 512
     """Token rows per LM-head chunk in the learner's log-probs."""
+    process_group_timeout_s: float = 600.0
+    """Data-parallel learners (``torchrun``): a rank that waits this long in a collective for a dead or stuck
+    rank stops with an error. Longer than anything rank 0 does alone between two updates (sampling a batch,
+    an evaluation, a checkpoint)."""
 
 
     def __post_init__(self) -> None:
         check_choice("loss", self.loss, sorted(LOSSES))
         for name in ("updates", "batch_size", "chunk_size"):
             check_int(name, getattr(self, name), low=1)
+        check_real("process_group_timeout_s", self.process_group_timeout_s, low=0.0, low_inclusive=False)
         if self.microbatch_size is not None:
             check_int("microbatch_size", self.microbatch_size, low=1)
         check_int("lr_warmup_updates", self.lr_warmup_updates, low=0)
@@ -221,6 +226,12 @@ class LoopConfig:
     """``ray`` placement: address of a Ray cluster to join (null: start a local one)."""
     threads: int | None = 1
     """torch intra-op threads (null: torch's default). 1 lets the worker and learner use a core each."""
+    max_restarts: int = 3
+    """``ray`` placement: replacements of a killed engine actor in a row, with no call delivered in between,
+    before the engine is given up; the run stops with an error once every engine is."""
+    fleet_timeout_s: float = 300.0
+    """``ray`` placement: stop the run with an error when no engine delivered a call for this many seconds
+    while the learner waited (longer than an engine's start-up: loading a model, vLLM's warm-up)."""
 
 
     def __post_init__(self) -> None:
@@ -235,6 +246,8 @@ class LoopConfig:
             check_int(name, getattr(self, name), low=1)
         if self.threads is not None:
             check_int("threads", self.threads, low=1)
+        check_int("max_restarts", self.max_restarts, low=0)
+        check_real("fleet_timeout_s", self.fleet_timeout_s, low=0.0, low_inclusive=False)
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,8 @@ class Trainer:
         self.summary: dict[str, Any] = {}
         self.rows: list[dict[str, Any]] = []
         """The metrics rows of the whole run so far (with those before a resume), for ``curves.png``."""
+        self.last_checkpoint: int | None = None
+        """The update of the newest checkpoint on disk (``None`` before the first)."""
 
     @property
     def data_parallel(self) -> bool:
@@ -239,6 +241,7 @@ class Trainer:
         if self._sharded_checkpoints:
             sharded = self.run_dir.out / SHARDED.format(update=self.parts.learner.version)
             save_sharded(str(sharded), self.parts.model, self.parts.optimizer)
+        self.last_checkpoint = self.parts.learner.version
         if not self.is_main:
             return
         self.run_dir.save(self.state())
@@ -256,7 +259,7 @@ class Trainer:
             p.model.load_state_dict(state["model"])
             p.optimizer.load_state_dict(state["optimizer"])
         p.scheduler.load_state_dict(state["scheduler"])
-        p.learner.version = state["version"]
+        p.learner.version = self.last_checkpoint = state["version"]
         p.stream.load_state_dict(state["stream"])
         p.group_counter = itertools.count(state["next_group_id"])
         for engine, generator_state in zip(p.engines, state["engine_generators"]):

@@ -15,7 +15,7 @@ from scale.rollouts.collect import RolloutSettings  # noqa: E402
 from scale.rollouts.engines import TransformersEngine  # noqa: E402
 from scale.rollouts.prompts import PromptExample, PromptStream  # noqa: E402
 from scale.rollouts.rewards import math_reward  # noqa: E402
-from scale.rollouts.sources import AsyncRollouts, SyncRollouts, lag_metrics  # noqa: E402
+from scale.rollouts.sources import AsyncRollouts, RolloutFleetError, SyncRollouts, lag_metrics  # noqa: E402
 
 
 def _rollouts(model, tokenizer, count=8, group_size=2, seed=0):
@@ -116,6 +116,7 @@ def test_a_reward_error_in_a_worker_is_raised_in_the_learner(float64_model, toke
     source = AsyncRollouts([TransformersEngine(float64_model, tokenizer, seed=0)], tokenizer,
                            PromptStream([PromptExample("7*1=", "7", "x")], seed=0), settings, itertools.count(),
                            prompts_per_call=1, queue_size=2)
-    with pytest.raises(ValueError, match="7\\*1="):
+    with pytest.raises(RolloutFleetError, match="rollout-worker-0.*7\\*1=") as raised:
         source.next_batch(2)
     source.close()
+    assert isinstance(raised.value.__cause__, ValueError) and "7*1=" in str(raised.value.__cause__)
