@@ -26,7 +26,7 @@ EXIT_BOUND_S = 60.0
 def _sets(out: Path, *extra: str) -> list[str]:
     sets = [f"log.out={out}", "warmup.steps=10", f"train.updates={UPDATES}", "train.batch_size=8",
             "loop.trajectories_per_call=8", "loop.queue_size=8", "data.num_test=16", "eval.every=4",
-            "log.checkpoint_every=2", "log.progress=false", "log.tensorboard=false", *extra]
+            "log.checkpoint_every=2", "log.progress=false", *extra]
     return ["--config", "tiny_cpu", *[x for s in sets for x in ("--set", s)]]
 
 
