@@ -57,8 +57,9 @@ def main(out: Path, which: str, extra: list[str]) -> None:
                 seen |= new
             time.sleep(0.5)
     updates = [row["update"] for row in rows(out)]
-    print(f"exit {process.returncode} {time.monotonic() - killed:.1f} s after the kill, {time.monotonic() - started:.0f} s "
-          f"in all; {len(updates)} rows, each update once: {len(updates) == len(set(updates))}", flush=True)
+    now = time.monotonic()
+    print(f"exit {process.returncode} {now - killed:.1f} s after the kill, {now - started:.0f} s in all; "
+          f"{len(updates)} rows, each update once: {len(updates) == len(set(updates))}", flush=True)
 
 
 if __name__ == "__main__":
