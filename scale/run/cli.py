@@ -53,6 +53,17 @@ def _parser() -> argparse.ArgumentParser:
 
     paths = add_flags(train, Config, names=FLAG_NAMES)
     train.set_defaults(config_paths=paths)
+    reproduce = commands.add_parser("reproduce", help="the paper's claims on the tiny transformer (resumable)")
+    reproduce.add_argument("claims", nargs="+", metavar="CLAIM", help="C1, C3, C4 or all")
+    budget = reproduce.add_mutually_exclusive_group()
+    budget.add_argument("--quick", action="store_const", dest="profile", const="quick", help="3 seeds, 30 updates")
+    budget.add_argument("--smoke", action="store_const", dest="profile", const="smoke",
+                        help="seconds per claim, 2 seeds (a check that everything runs, not a result)")
+    reproduce.set_defaults(profile="full")
+    reproduce.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: 10 full, 3 quick)")
+    reproduce.add_argument("--out", required=True, help="output directory (an existing one is resumed)")
+    reproduce.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    reproduce.add_argument("--no-progress", action="store_true", help="no progress bar")
     curve = commands.add_parser("curve", help="print the evaluation curve of one or more runs as a Markdown table")
     curve.add_argument("runs", nargs="+", help="run directories (each holds metrics.jsonl)")
     curve.add_argument("--metric", default="eval/accuracy", help="metric to tabulate (default eval/accuracy)")
@@ -96,9 +107,31 @@ def fleet_failure_message(error: Exception, out: str, last_checkpoint: int | Non
     return f"error: {error}\nThe run stopped; {checkpoint}. Resume with:\n  {command}"
 
 
+def reproduce(args: argparse.Namespace) -> int:
+    """``python -m scale reproduce``: run the claims' cells (resumable), then write each claim's summary."""
+    from flashsim.experiments.analysis import write_summary
+    from flashsim.experiments.runner import run_sweep
+    from scale.run.claims import CELL_METRICS, CLAIMS, build_design, run_cell
+
+    try:
+        names = list(CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
+        designs = [build_design(name, args.profile, Path(args.out) / "warmups", args.seeds) for name in names]
+        run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress, run=run_cell)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for design in designs:
+        primary = write_summary(design, args.out, CELL_METRICS)["primary"]
+        print(f"{design.claim}: {primary['comparison']} at {design.headline}: {primary['verdict']}  "
+              f"({Path(args.out) / design.claim / 'table.md'})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
+    if args.command == "reproduce":
+        return reproduce(args)
     if args.command == "curve":
         try:
             print(curve_table(args.runs, args.metric))

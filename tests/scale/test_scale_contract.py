@@ -25,9 +25,11 @@ def _imported_modules(path):
             yield node.module
 
 
-PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.plotting")
+PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.plotting",
+          "flashsim.experiments.design", "flashsim.experiments.runner", "flashsim.experiments.analysis")
 """flashsim's public modules for scale: the losses, and the one config mechanism, output path, checks and
-curves.png."""
+curves.png; and the claims machinery (designs, the resumable cell runner, summaries with the verdict rule),
+which the transformer claims (``scale/run/claims.py``) reuse."""
 
 
 def test_scale_imports_flashsim_only_through_its_public_modules():

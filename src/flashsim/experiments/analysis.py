@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from flashsim.experiments.design import ClaimDesign
@@ -47,12 +48,13 @@ def metric_values(records: list[dict | None], metric: str) -> list[float]:
     return values
 
 
-def summarize(design: ClaimDesign, out: Path | str) -> dict[str, object]:
-    """The claim's summary as plain data (see the module docstring)."""
+def summarize(design: ClaimDesign, out: Path | str, metrics: Mapping[str, str] = CELL_METRICS) -> dict[str, object]:
+    """The claim's summary as plain data (see the module docstring); ``metrics`` describes the cells' metrics
+    (the simulator's :data:`CELL_METRICS`, or another runner's, e.g. ``scale``'s transformer claims)."""
     records = load_cells(design, out)
-    unknown = [m for m in design.metric_names if m not in CELL_METRICS]
+    unknown = [m for m in design.metric_names if m not in metrics]
     if unknown:
-        raise ValueError(f"design {design.claim} names unknown metrics {unknown}; valid: {sorted(CELL_METRICS)}")
+        raise ValueError(f"design {design.claim} names unknown metrics {unknown}; valid: {sorted(metrics)}")
     table = {
         knob.name: {
             arm.name: {m: mean_interval(metric_values(records[(arm.name, knob.name)], m)).to_dict()
@@ -69,7 +71,7 @@ def summarize(design: ClaimDesign, out: Path | str) -> dict[str, object]:
         "knob_name": design.knob_name, "headline": design.headline,
         "arms": [{"name": arm.name, "label": arm.label} for arm in design.arms],
         "knob": [{"name": k.name, "label": k.label, "value": k.value} for k in design.knob],
-        "metrics": {m: CELL_METRICS[m] for m in design.metric_names},
+        "metrics": {m: metrics[m] for m in design.metric_names},
         "table": table,
         "comparisons": comparisons,
         "primary": {**comparisons[0]["by_knob"][design.headline], "comparison": _describe(comparisons[0])},
@@ -204,9 +206,9 @@ def means_csv(summary: dict) -> str:
     return buffer.getvalue()
 
 
-def write_summary(design: ClaimDesign, out: Path | str) -> dict[str, object]:
+def write_summary(design: ClaimDesign, out: Path | str, metrics: Mapping[str, str] = CELL_METRICS) -> dict[str, object]:
     """Summarize and write ``summary.json``, ``table.md`` and ``means.csv`` in ``out/<claim>/``."""
-    summary = summarize(design, out)
+    summary = summarize(design, out, metrics)
     directory = Path(out) / design.claim
     atomic_write_text(directory / SUMMARY, to_json(summary))
     atomic_write_text(directory / TABLE, markdown_tables(summary))

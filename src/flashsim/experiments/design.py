@@ -21,11 +21,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from flashsim.config import load, to_dict
 from flashsim.experiments.verdict import DIRECTIONS, SMALLEST_EFFECTS, Effect
 from flashsim.sim.config import TrainConfig
 from flashsim.validation import check_choice
+
+T = TypeVar("T")
 
 SOURCES = ("article", "reference implementation", "other systems", "none")
 """Where a comparison's quoted number comes from: the source article about the paper, the FlashREINFORCE
@@ -44,15 +47,16 @@ def _check_name(what: str, name: object) -> None:
         raise ValueError(f"{what} must be a non-empty name of letters, digits and _.+- (a file name), got {name!r}")
 
 
-def with_overrides(config: TrainConfig, *overrides: Mapping[str, object]) -> TrainConfig:
-    """``config`` with the dotted-path ``overrides`` applied in order (later ones win), strictly: an unknown
+def with_overrides(config: T, *overrides: Mapping[str, object]) -> T:
+    """``config`` (a ``TrainConfig``, or any frozen config dataclass such as ``scale``'s ``Config``) with the
+    dotted-path ``overrides`` applied in order (later ones win), strictly: an unknown
     path raises ``ValueError`` listing the valid keys, a bad value the config's own error naming it.
 
     >>> with_overrides(TrainConfig(), {"algorithm.loss": "grpo", "algorithm.group_size": 4}, {"lag": "8"}).lag
     FixedLag(lag=8)
     """
     flags = [(path, value, False) for mapping in overrides for path, value in mapping.items()]
-    return load(TrainConfig, flags=flags, base=config)
+    return load(type(config), flags=flags, base=config)
 
 
 @dataclass(frozen=True)
