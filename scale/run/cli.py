@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -155,9 +156,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RolloutFleetError as error:
         print(fleet_failure_message(error, config.log.out, trainer.last_checkpoint, argv), file=sys.stderr)
         return FLEET_DEAD_EXIT
+    print(json.dumps(summary, indent=2))
     if trainer.data_parallel:  # this rank joined torchrun's group: leave it, as PyTorch asks, after success only
         import torch.distributed  # (a failed rank must not wait for the others)
 
         torch.distributed.destroy_process_group()
-    print(json.dumps(summary, indent=2))
+        # Every output is written and closed. Skip the interpreter's teardown: with torch 2.13 and gloo, freeing
+        # DDP's Reducer at exit deadlocked now and then (the main thread holds the GIL in ~ProcessGroupGloo
+        # while a gloo worker thread waits for the GIL to free a finished allreduce; seen in py-spy), and
+        # torchrun then waited for that rank forever.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
