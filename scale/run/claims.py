@@ -30,6 +30,7 @@ import numpy as np
 
 from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
 from flashsim.io import jsonable
+from scale.run.cli import resolve_config_path
 from scale.run.config import Config, load_config
 
 CLAIMS = ("C1", "C3", "C4")
@@ -61,8 +62,7 @@ _BUDGETS = {  # profile → (seeds, updates, evaluate every, warm-up steps, held
 def base_config(profile: str, warmups: Path | str) -> Config:
     """The task at ``profile``'s budget; warm-ups shared through ``warmups``."""
     _, updates, every, steps, tests = _BUDGETS[profile]
-    bundled = Path(__file__).resolve().parents[1] / "configs" / "tiny_cpu.yaml"
-    return load_config(bundled, [
+    return load_config(resolve_config_path("tiny_cpu"), [
         f"rollout.tool_error_rate={TOOL_ERROR_RATE}", "loop.mode=sync", "log.progress=false",
         f"train.updates={updates}", f"eval.every={every}", f"warmup.steps={steps}", f"data.num_test={tests}",
         f"warmup.cache={Path(warmups).resolve()}", "log.checkpoint_every=1000000"])
@@ -79,9 +79,15 @@ def build_design(claim: str, profile: str, warmups: Path | str, seeds: int | Non
     return dataclasses.replace(design, seeds=tuple(range(count)), profile=profile)
 
 
+def _on_task(**fields: Any) -> ClaimDesign:
+    """A design on the one task (a single knob value, the headline); :func:`build_design` sets the seeds."""
+    return ClaimDesign(knob_name="task", knob=(KnobValue("tool30", "calculator wrong on 30 %"),), headline="tool30",
+                       seeds=(0, 1), vary_instance=False, **fields)
+
+
 def _c1(base: Config) -> ClaimDesign:
     batch = base.train.batch_size
-    return ClaimDesign(
+    return _on_task(
         claim="C1", title="FlashREINFORCE (1 rollout per prompt) vs GRPO (G = 4) on a transformer",
         paper="GRPO needs about twice the rollouts; with them it abandoned the tool (0.00 Python calls vs 3.25)",
         question="At equal rollouts, and with GRPO given twice the rollouts (twice the updates, or twice the "
@@ -94,30 +100,28 @@ def _c1(base: Config) -> ClaimDesign:
               Arm("grpo_2x_batch", "GRPO G = 4, twice the batch",
                   {"train.loss": "grpo", "rollout.group_size": 4, "train.batch_size": 2 * batch,
                    "loop.queue_size": 2 * base.loop.queue_size})),
-        knob_name="task", knob=(KnobValue("tool30", "calculator wrong on 30 %"),),
         comparisons=(Comparison("auc", "flash", "grpo", "greater", paper="≈ 2× fewer rollouts"),
                      Comparison("auc", "flash", "grpo_2x_updates", "greater"),
                      Comparison("auc", "flash", "grpo_2x_batch", "greater"),
                      Comparison("tool_calls", "flash", "grpo", "greater", paper="3.25 vs 0.00 calls")),
-        headline="tool30", seeds=(0, 1), metrics=("accuracy", "tool_calls_change", "length"), vary_instance=False)
+        metrics=("accuracy", "tool_calls_change", "length"))
 
 
 def _c3(base: Config) -> ClaimDesign:
-    return ClaimDesign(
+    return _on_task(
         claim="C3", title="Sample-mean vs token-mean aggregation on a transformer",
         paper="token-mean's length bias: 37 % longer answers", question="Does token-mean make answers longer?",
         base=base,
         arms=(Arm("sample_mean", "sample-mean", {"train.loss": "flash_reinforce"}),
               Arm("token_mean", "token-mean", {"train.loss": "token_mean"})),
-        knob_name="task", knob=(KnobValue("tool30", "calculator wrong on 30 %"),),
         comparisons=(Comparison("length", "sample_mean", "token_mean", "less", paper="37 % shorter"),
                      Comparison("auc", "sample_mean", "token_mean", "greater", source="none")),
-        headline="tool30", seeds=(0, 1), metrics=("accuracy", "truncation", "tool_calls"), vary_instance=False)
+        metrics=("accuracy", "truncation", "tool_calls"))
 
 
 def _c4(base: Config) -> ClaimDesign:
     token_sum = {"train.loss_options.aggregation": "seq_mean_token_sum"}
-    return ClaimDesign(
+    return _on_task(
         claim="C4", title="Signed vs positive-only feedback, each under sample-mean and token-sum, on a transformer",
         paper="positive-only collapsed to 9.8 and stopped calling the tool",
         question="Does positive-only lose accuracy and tool calls, and is per-trajectory length averaging the "
@@ -127,11 +131,10 @@ def _c4(base: Config) -> ClaimDesign:
               Arm("positive_only", "positive-only, sample-mean", {"train.loss": "positive_only"}),
               Arm("signed_token_sum", "signed, token sum", {"train.loss": "flash_reinforce", **token_sum}),
               Arm("positive_only_token_sum", "positive-only, token sum", {"train.loss": "positive_only", **token_sum})),
-        knob_name="task", knob=(KnobValue("tool30", "calculator wrong on 30 %"),),
         comparisons=(Comparison("auc", "signed", "positive_only", "greater", paper="37.0 vs 9.8"),
                      Comparison("tool_calls", "signed", "positive_only", "greater", paper="calls kept vs 0"),
                      Comparison("auc", "positive_only_token_sum", "positive_only", "greater", source="none")),
-        headline="tool30", seeds=(0, 1), metrics=("accuracy", "length"), vary_instance=False)
+        metrics=("accuracy", "length"))
 
 
 _DESIGNS = {"C1": _c1, "C3": _c3, "C4": _c4}
