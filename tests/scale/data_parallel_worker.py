@@ -41,8 +41,11 @@ def _gradient(model, rollouts, algo, microbatch_size, data_parallel):
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
-def main() -> None:
-    rank, world, rendezvous, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def start(argv: list[str]) -> tuple[int, str, torch.nn.Module, list, list]:
+    """Join the gloo group of ``RANK WORLD_SIZE RENDEZVOUS_FILE OUT_JSON``; build the float64 tiny model and
+    the 8 rollouts every rank shares. Returns ``(rank, out, model, rollouts, this rank's shard of them)``
+    (also used by ``fsdp_worker.py``)."""
+    rank, world, rendezvous, out = int(argv[1]), int(argv[2]), argv[3], argv[4]
     torch.set_num_threads(1)
     # A file store, not TCP: with TCP, rank 0 hosts the store, and a rank still tearing down after rank 0
     # exited was aborted ("terminate called without an active exception", exit -6), even after a barrier.
@@ -51,7 +54,11 @@ def main() -> None:
     model = build_tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=0)
     model = model.double()
     rollouts = _rollouts(model, tokenizer)
-    local = shard(rollouts, rank, world)
+    return rank, out, model, rollouts, shard(rollouts, rank, world)
+
+
+def main() -> None:
+    _, out, model, rollouts, local = start(sys.argv)
     result = {}
     for algo in ("flash_reinforce", "grpo"):
         reference = _gradient(model, rollouts, algo, None, data_parallel=False)

@@ -17,23 +17,9 @@ import torch
 import torch.distributed as dist
 
 from scale.learner import Learner
-from scale.learner.distributed import shard
-from scale.learner.model import build_tiny_model
-from scale.rollouts import Rollout, SamplingParams
-from scale.rollouts.engines import TransformersEngine
-from scale.rollouts.tokenizer import CharTokenizer
+from tests.scale.data_parallel_worker import start  # test_fsdp puts the repository root on PYTHONPATH
 
-REWARDS = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0]
-GROUP_IDS = [0, 1, 0, 1, 0, 1, 0, 1]
-"""Groups interleaved so that each group straddles both shards: per-shard advantages would be wrong."""
 ADAMW = functools.partial(torch.optim.AdamW, lr=1e-2, weight_decay=0.1)
-
-
-def _rollouts(model, tokenizer):
-    engine = TransformersEngine(model, tokenizer, seed=0)
-    prompts = [tokenizer.encode_prompt(f"{g}*{g + 3}=") for g in GROUP_IDS]
-    trajectories = engine.generate(prompts, SamplingParams(max_new_tokens=6))
-    return [Rollout(t, None, r, g, "") for t, r, g in zip(trajectories, REWARDS, GROUP_IDS)]
 
 
 def _step(model, rollouts, algo, microbatch_size, **options):
@@ -53,14 +39,7 @@ def _max_diff(state, reference):
 
 
 def main() -> None:
-    rank, world, rendezvous, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
-    tokenizer = CharTokenizer()
-    model = build_tiny_model(tokenizer, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64, seed=0)
-    model = model.double()
-    rollouts = _rollouts(model, tokenizer)
-    local = shard(rollouts, rank, world)
+    rank, out, model, rollouts, local = start(sys.argv)  # the DDP worker's group, model and rollouts
     result = {}
     for algo in ("flash_reinforce", "grpo"):
         grad, state = _step(model, rollouts, algo, None)
