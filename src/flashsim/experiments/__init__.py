@@ -1,6 +1,6 @@
 """``flashsim.experiments``: the paper's claims as experiments — designs, a parallel resumable runner, verdicts.
 
-Layer 5 of flashsim. A claim (C1–C8) is a :class:`~flashsim.experiments.design.ClaimDesign` built in
+Layer 5 of flashsim. A claim (C1–C9) is a :class:`~flashsim.experiments.design.ClaimDesign` built in
 :mod:`~flashsim.experiments.claims`: arms, a knob, the paper's direction on named metrics, a headline
 setting, seeds. :func:`run_sweep` runs its cells (arm × knob value × seed, one simulated training run
 each, through the adapter :mod:`~flashsim.experiments.run_cell`) in parallel processes, one atomic JSON
@@ -47,7 +47,7 @@ def write_outputs(design: ClaimDesign, out: Path | str) -> dict:
     """Summary, tables and both figures of ``design`` in ``out/<claim>/``; returns the summary."""
     summary = write_summary(design, out)
     knob_figure, curves_figure = figure_names(design.claim)
-    plot_knob(summary, Path(out) / design.claim / knob_figure)
+    plot_knob(summary, Path(out) / design.claim / knob_figure, panels=design.panels)
     plot_curves(design, out, Path(out) / design.claim / curves_figure)
     return summary
 

@@ -185,6 +185,9 @@ class ClaimDesign:
     tuning: tuple[str, ...] = ()
     """Knob values forming a pre-registered tuning grid (e.g. learning rates at the headline budget): each
     arm is also compared at its own best one (highest mean ``auc``), an exploratory comparison."""
+    panels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Groups of knob values that share an x axis in the knob figure, as (title, knob value names), when the
+    knob mixes several things (C1: budgets, a learning-rate grid, a harder task); () puts them all on one."""
     vary_instance: bool = True
     """Seed the task instance too (``env_options["seed"]`` = the cell's seed: another layout, other prompt
     probabilities), so the intervals cover the task, not only the optimisation."""
@@ -211,6 +214,10 @@ class ClaimDesign:
         unknown = set(self.tuning) - set(knobs)
         if unknown:
             raise ValueError(f"tuning names knob values {sorted(unknown)}; valid: {knobs}")
+        unknown = {name for _, names in self.panels for name in names} - set(knobs)
+        if unknown or any(not names for _, names in self.panels):
+            raise ValueError(f"panels must name knob values, at least one each; unknown {sorted(unknown)}, "
+                             f"valid: {knobs}")
         if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be at least two distinct ints (paired CI), got {self.seeds}")
 
