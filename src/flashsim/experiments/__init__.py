@@ -26,7 +26,7 @@ from pathlib import Path
 
 from flashsim.experiments.analysis import summarize, write_summary
 from flashsim.experiments.claims import CLAIMS, PROFILES, build_design
-from flashsim.experiments.design import Arm, Cell, ClaimDesign, Comparison, KnobValue, with_overrides
+from flashsim.experiments.design import Arm, Cell, ClaimDesign, Comparison, KnobValue, Panel, with_overrides
 from flashsim.experiments.plots import plot_curves, plot_knob
 from flashsim.experiments.report import figure_names, write_report
 from flashsim.experiments.run_cell import CELL_METRICS, run_cell
@@ -54,7 +54,7 @@ def write_outputs(design: ClaimDesign, out: Path | str) -> dict:
 
 __all__ = [
     "AT_CEILING", "Arm", "CELL_METRICS", "CLAIMS", "Cell", "ClaimDesign", "Comparison", "Effect", "INCONCLUSIVE",
-    "KnobValue", "NEGLIGIBLE", "NOT_SUPPORTED", "PROFILES", "SUPPORTED", "build_design", "mean_interval",
+    "KnobValue", "NEGLIGIBLE", "NOT_SUPPORTED", "PROFILES", "Panel", "SUPPORTED", "build_design", "mean_interval",
     "paired_verdict",
     "plot_curves", "plot_knob", "run_cell", "run_sweep", "summarize", "with_overrides", "write_outputs",
     "write_report", "write_summary",

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
-from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
+from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue, Panel
 from flashsim.experiments.verdict import Effect
 from flashsim.sim.config import AlgorithmConfig, TrainConfig
 from flashsim.validation import check_int
@@ -81,9 +81,9 @@ def c1_budget(profile: str) -> ClaimDesign:
         hard = budget(budgets[-1])
         knob += (replace(hard, name=f"{hard.name}_{HARD_CHAIN}", label=f"{hard.label}, ReasoningChain H = 32",
                          overrides={**hard.overrides, "env": "chain", "env_options": {"horizon": 32}}),)
-        panels = (("budget, lr 0.1", tuple(f"u{u}" for u in budgets)),
-                  (f"learning rate, {budgets[-1] * 128:,} rollouts", tuning),
-                  ("harder task: ReasoningChain H = 32", (knob[-1].name,)))
+        panels = (Panel("budget, lr 0.1", tuple(f"u{u}" for u in budgets)),
+                  Panel(f"learning rate, {budgets[-1] * 128:,} rollouts", tuning, tuple(f"lr {r}" for r in grid)),
+                  Panel(f"harder task, {budgets[-1] * 128:,} rollouts", (knob[-1].name,), ("ReasoningChain H = 32",)))
     return ClaimDesign(
         claim="C1",
         title="FlashREINFORCE vs GRPO at a matched rollout budget, and GRPO at twice the budget",
@@ -158,9 +158,9 @@ def c2_gates(profile: str) -> ClaimDesign:
             KnobValue("lr0.03_lag8_h40", "lr 0.03, L = 8, horizon 40",
                       {"algorithm.learning_rate": 0.03, "lag": "8", "env_options": {"horizon": 40}}, value=8),
         )
-        panels = (("learning rate × lag", tuple(value.name for value in knob)),
-                  ("at the headline: shared parameters, engine mismatch, long horizon",
-                   (headline, *(value.name for value in blamed))))
+        panels = (Panel("learning rate × lag", tuple(value.name for value in knob)),
+                  Panel("one change at the headline (lr 0.03, L = 8)", (headline, *(value.name for value in blamed)),
+                        ("tabular", f"MLP, lr {MLP_RATE}", "log-prob noise 0.05", "H = 40")))
         knob += blamed
     return ClaimDesign(
         claim="C2",

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from flashsim.experiments.analysis import load_cells
-from flashsim.experiments.design import ClaimDesign
+from flashsim.experiments.design import ClaimDesign, Panel
 from flashsim.experiments.run_cell import atomic_write
 from flashsim.experiments.verdict import mean_interval
 
@@ -39,22 +39,23 @@ def _save(figure, path: Path) -> Path:
     return path
 
 
-def plot_knob(summary: dict, path: Path | str, panels: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> Path:
+def plot_knob(summary: dict, path: Path | str, panels: tuple[Panel, ...] = ()) -> Path:
     """One panel per metric: each arm's mean and 95 % interval at every knob value.
 
-    With ``panels`` (title, knob value names) each metric gets a row with one axis per panel, so that every
-    x axis holds one kind of knob (C1: budget; learning rate; the harder task).
+    With ``panels`` each metric gets a row with one axis per panel, so that every x axis holds one kind of
+    knob (C1: budget; learning rate; the harder task).
     """
     plt = _pyplot()
     metrics = list(summary["metrics"])[:MAX_PANELS]
     if panels:
-        widths = [max(len(names), 2) for _, names in panels]
-        figure, axes = plt.subplots(len(metrics), len(panels), figsize=(1.3 * sum(widths) + 1.5, 2.6 * len(metrics)),
+        widths = [max(len(panel.knobs), 2) for panel in panels]
+        height = 2.6 * len(metrics) + 0.4
+        figure, axes = plt.subplots(len(metrics), len(panels), figsize=(1.5 * sum(widths) + 1.5, height),
                                     squeeze=False, gridspec_kw={"width_ratios": widths})
         for row, metric in enumerate(metrics):
-            for column, (title, names) in enumerate(panels):
-                _plot_metric(axes[row, column], summary, metric, names)
-                axes[row, column].set_title(f"{metric} · {title}", fontsize=8)
+            for column, panel in enumerate(panels):
+                _plot_metric(axes[row, column], summary, metric, panel.knobs, panel.ticks)
+                axes[row, column].set_title(f"{metric} · {panel.title}", fontsize=8)
     else:
         columns = min(4, len(metrics))
         rows = math.ceil(len(metrics) / columns)
@@ -68,17 +69,21 @@ def plot_knob(summary: dict, path: Path | str, panels: tuple[tuple[str, tuple[st
     axes.flat[0].legend(fontsize=7)
     figure.suptitle(f"{summary['claim']} · {summary['title']} · {summary['seeds']} seeds ({summary['profile']})",
                     fontsize=10)
-    figure.tight_layout()
+    top = 1 - 0.35 / figure.get_figheight()  # room for the title
+    figure.tight_layout(rect=(0, 0, 1, top))
     try:
         return _save(figure, Path(path))
     finally:
         plt.close(figure)
 
 
-def _plot_metric(axis, summary: dict, metric: str, names: tuple[str, ...] | list[str]) -> None:
+def _plot_metric(axis, summary: dict, metric: str, names: tuple[str, ...] | list[str], ticks: tuple[str, ...] = ()
+                 ) -> None:
     """Each arm's mean and 95 % interval of ``metric`` at the knob values ``names``, on ``axis``."""
     labels = {k["name"]: k["label"] for k in summary["knob"]}
+    ticks = ticks or tuple(labels[name] for name in names)
     x = np.arange(len(names))
+    shown = False
     for offset, arm in enumerate(summary["arms"]):
         values = [summary["table"][name][arm["name"]][metric] for name in names]
         means = np.array([v["mean"] if v["mean"] is not None else np.nan for v in values], dtype=float)
@@ -87,10 +92,13 @@ def _plot_metric(axis, summary: dict, metric: str, names: tuple[str, ...] | list
         shift = (offset - (len(summary["arms"]) - 1) / 2) * 0.06
         error = np.vstack([means - low, high - means])
         axis.errorbar(x + shift, means, yerr=np.nan_to_num(error), marker="o", ms=3, capsize=2, label=arm["label"])
+        shown = shown or bool(np.isfinite(means).any())
+    if not shown:
+        axis.text(0.5, 0.5, "no arm has a value here", transform=axis.transAxes, ha="center", fontsize=7)
+        axis.set_yticks([])
     _log_scale_if_wide(axis, summary, metric)
     wide = len(names) > 3
-    axis.set_xticks(x, [labels[name] for name in names], rotation=45 if wide else 0, ha="right" if wide else "center",
-                    fontsize=7)
+    axis.set_xticks(x, ticks, rotation=45 if wide else 0, ha="right" if wide else "center", fontsize=7)
     axis.set_xlim(-0.5, len(names) - 0.5)
     axis.grid(alpha=0.3)
 
