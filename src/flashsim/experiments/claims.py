@@ -162,7 +162,7 @@ def c2_gates(profile: str) -> ClaimDesign:
         )
         panels = (Panel("learning rate × lag", tuple(value.name for value in knob)),
                   Panel("one change at the headline (lr 0.03, L = 8)", (headline, *(value.name for value in blamed)),
-                        ("tabular", f"MLP, lr {MLP_RATE}", "log-prob noise 0.05", "H = 40")))
+                        ("tabular", f"MLP, lr {MLP_RATE}", "log-prob noise 0.05", "H = 40"), lines=False))
         knob += blamed
     return ClaimDesign(
         claim="C2",

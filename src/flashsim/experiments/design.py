@@ -106,6 +106,8 @@ class Panel:
     """The knob value names, in axis order."""
     ticks: tuple[str, ...] = ()
     """Tick labels, one per knob value (default: the knob values' labels)."""
+    lines: bool = True
+    """Join an arm's points with lines (False for unordered settings, where a line would suggest a trend)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "knobs", tuple(self.knobs))

@@ -54,7 +54,7 @@ def plot_knob(summary: dict, path: Path | str, panels: tuple[Panel, ...] = ()) -
                                     squeeze=False, gridspec_kw={"width_ratios": widths})
         for row, metric in enumerate(metrics):
             for column, panel in enumerate(panels):
-                _plot_metric(axes[row, column], summary, metric, panel.knobs, panel.ticks)
+                _plot_metric(axes[row, column], summary, metric, panel.knobs, panel.ticks, lines=panel.lines)
                 axes[row, column].set_title(f"{metric} · {panel.title}", fontsize=8)
     else:
         columns = min(4, len(metrics))
@@ -77,8 +77,8 @@ def plot_knob(summary: dict, path: Path | str, panels: tuple[Panel, ...] = ()) -
         plt.close(figure)
 
 
-def _plot_metric(axis, summary: dict, metric: str, names: tuple[str, ...] | list[str], ticks: tuple[str, ...] = ()
-                 ) -> None:
+def _plot_metric(axis, summary: dict, metric: str, names: tuple[str, ...] | list[str], ticks: tuple[str, ...] = (),
+                 *, lines: bool = True) -> None:
     """Each arm's mean and 95 % interval of ``metric`` at the knob values ``names``, on ``axis``."""
     labels = {k["name"]: k["label"] for k in summary["knob"]}
     ticks = ticks or tuple(labels[name] for name in names)
@@ -91,7 +91,8 @@ def _plot_metric(axis, summary: dict, metric: str, names: tuple[str, ...] | list
         high = np.array([v["high"] if v["high"] is not None else np.nan for v in values], dtype=float)
         shift = (offset - (len(summary["arms"]) - 1) / 2) * 0.06
         error = np.vstack([means - low, high - means])
-        axis.errorbar(x + shift, means, yerr=np.nan_to_num(error), marker="o", ms=3, capsize=2, label=arm["label"])
+        axis.errorbar(x + shift, means, yerr=np.nan_to_num(error), marker="o", ms=3, capsize=2, label=arm["label"],
+                      linestyle="-" if lines else "none")
         shown = shown or bool(np.isfinite(means).any())
     if not shown:
         axis.text(0.5, 0.5, "no arm has a value here", transform=axis.transAxes, ha="center", fontsize=7)
