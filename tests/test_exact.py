@@ -11,7 +11,7 @@ from torch.testing import assert_close
 import toy_envs
 from flashsim.exact import evaluate, exact_gradient, expected_return, prompt_returns, to_torch
 from flashsim.policies import POLICY_KINDS, TabularPolicy, make_policy
-from toy_envs.tool_gridworld import TOOL
+from toy_envs.tool_gridworld import DOWN, LEFT, RIGHT, TOOL, UP
 
 FINITE_DIFFERENCE_STEP = 1e-5  # central differences: truncation ~1e-10, float64 round-off ~1e-11
 MONTE_CARLO_EPISODES = 20_000
@@ -103,9 +103,11 @@ def test_exact_gradient_matches_central_finite_differences(env_id, kind):
     policy.set_flat(theta)
 
 
-def monte_carlo(env_id: str, policy, seed: int, episodes: int = MONTE_CARLO_EPISODES) -> dict[str, np.ndarray]:
+def monte_carlo(
+    env_id: str, policy, seed: int, episodes: int = MONTE_CARLO_EPISODES, **env_kwargs
+) -> dict[str, np.ndarray]:
     """One episode in each of ``episodes`` vector sub-envs (the env's own code), acting with ``policy``."""
-    envs = gym.make_vec(env_id, num_envs=episodes)
+    envs = gym.make_vec(env_id, num_envs=episodes, **env_kwargs)
     observations, _ = envs.reset(seed=seed)
     N, generator = episodes, seeded(seed)
     running = np.ones(N, dtype=bool)
@@ -136,6 +138,54 @@ def test_exact_statistics_agree_with_monte_carlo_within_five_standard_errors(env
     for name, samples in monte_carlo(env_id, policy, seed=11, episodes=episodes).items():
         standard_error = samples.std() / np.sqrt(samples.size) + 1e-6  # floor: constant samples
         assert abs(samples.mean() - exact[f"env/{name}"].item()) <= MONTE_CARLO_STANDARD_ERRORS * standard_error, name
+
+
+#: A noisy tool: a wrong candidate shown 30 % of the time, so the tool call has K = 3 outcomes.
+NOISY_TOOL = {"tool_error_rate": 0.3}
+
+
+def test_a_noisy_tool_keeps_exact_statistics_in_agreement_with_monte_carlo():
+    tables = toy_envs.ToolGridworld(**NOISY_TOOL).tables()
+    assert tables.num_outcomes == 3
+    policy = random_policy(tables, "linear", scale=1.0)
+    exact = evaluate(tables, policy)
+    samples = monte_carlo("toy_envs/ToolGridworld-v0", policy, seed=11, **NOISY_TOOL)
+    for name, values in samples.items():
+        standard_error = values.std() / np.sqrt(values.size) + 1e-6
+        assert abs(values.mean() - exact[f"env/{name}"].item()) <= MONTE_CARLO_STANDARD_ERRORS * standard_error, name
+
+
+def test_a_noisy_tool_has_an_exact_gradient_that_matches_finite_differences():
+    tables = to_torch(toy_envs.ToolGridworld(**NOISY_TOOL).tables())
+    policy = random_policy(tables, "tabular", scale=0.5)
+    gradient, theta = exact_gradient(tables, policy), policy.get_flat()
+
+    def objective(parameters: torch.Tensor) -> float:
+        policy.set_flat(parameters)
+        return expected_return(tables, policy).item()
+
+    for direction in (torch.randn(theta.numel(), generator=seeded(2), dtype=torch.float64), gradient / gradient.norm()):
+        step = FINITE_DIFFERENCE_STEP * direction
+        difference = (objective(theta + step) - objective(theta - step)) / (2 * FINITE_DIFFERENCE_STEP)
+        assert difference == pytest.approx(float(gradient @ direction), rel=1e-6)
+
+
+def test_a_tool_that_always_calls_then_follows_succeeds_with_one_minus_the_error_rate():
+    # One prompt, goal certain at cell 0 (two steps left, two up from the centre 12), decoy at 24.
+    kwargs = {"candidates": [[0, 24]], "goal_probs": [[1.0, 0.0]], "heldout_fraction": 0.0}
+    for error in (0.0, 0.25):
+        tables = toy_envs.ToolGridworld(tool_error_rate=error, **kwargs).tables()
+        K, C = 2, 25
+        logits = torch.full((tables.num_observations, tables.num_actions), -100.0, dtype=torch.float64)
+        for g, path in ((0, (LEFT, UP)), (1, (RIGHT, DOWN))):
+            target = (0, 24)[g]
+            for cell in range(C):
+                action = path[0] if cell % 5 != target % 5 else path[1]
+                logits[g * C + cell, action] = 100.0
+        logits[K * C:, TOOL] = 100.0  # unknown: call the tool
+        metrics = evaluate(tables, TabularPolicy(logits))
+        assert_close(metrics["env/success"], torch.tensor(1.0 - error, dtype=torch.float64))
+        assert_close(metrics["env/expected_tool_calls"], torch.tensor(1.0, dtype=torch.float64))
 
 
 def test_frozen_lake_tables_stepped_by_the_core_agree_with_the_exact_return():

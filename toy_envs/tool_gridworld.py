@@ -40,6 +40,9 @@ class ToolGridworldConfig:
     """Explicit goal probabilities ``[P, K]`` (rows sum to 1); None: Dirichlet or uniform."""
     start: Any = None
     """Start cell (row * width + column); None is the centre."""
+    tool_error_rate: float = 0.0
+    """Probability that a tool call shows a wrong candidate (uniform over the K - 1 others); each call draws
+    anew and the observation shows the latest answer. 0: the tool always shows the goal."""
     tool_latency: float = 5.0
     """Median simulated latency of a tool call, on top of ``step_duration`` (lognormal)."""
     tool_latency_sigma: float = 1.0
@@ -59,6 +62,9 @@ class ToolGridworldConfig:
         check_int("num_candidates", self.num_candidates, 1)
         check_real("goal_concentration", self.goal_concentration, 0.0, np.inf, open_low=True, open_high=True)
         check_real("heldout_fraction", self.heldout_fraction, 0.0, 1.0, open_high=True)
+        check_real("tool_error_rate", self.tool_error_rate, 0.0, 1.0)
+        if self.tool_error_rate > 0 and self.candidates is None and self.num_candidates < 2:
+            raise ValueError("tool_error_rate > 0 needs num_candidates >= 2 (a wrong candidate to show).")
         check_int("seed", self.seed, 0)
         if self.start is not None:
             check_int("start", self.start, 0)
@@ -167,41 +173,68 @@ def _features(config: ToolGridworldConfig, candidates: np.ndarray, probs: np.nda
     ).astype(np.float64)
 
 
-def gridworld_tables(config: ToolGridworldConfig) -> MDPTables:
-    """Exact tables over hidden states (prompt p, goal k, revealed r, cell c).
+def _tool_outcomes(config: ToolGridworldConfig, K: int, goal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Shown index ``s`` after a tool call and its probability, per hidden state's goal. Shape: ``[X, K_out]`` each.
 
-    Hidden index ``((p * K + k) * 2 + r) * C + c``; observation index ``(p * (K + 1) + g) * C + c``
-    with ``g = k`` once revealed and ``g = K`` ("unknown") before. Moving onto the goal ends the episode
-    with reward 1, onto another candidate ends it with reward 0 (a wrong commitment); the tool sets r = 1.
+    Exact tool (``tool_error_rate == 0``): one outcome, ``s = 1`` (the goal shown). Noisy tool: K outcomes,
+    ``s = 1 + j`` shows candidate j, with probability ``1 - e`` for the goal and ``e / (K - 1)`` for each other.
+    """
+    error = config.tool_error_rate
+    if error == 0:
+        return np.ones((goal.size, 1), dtype=np.int64), np.ones((goal.size, 1))
+    if K < 2:
+        raise ValueError("tool_error_rate > 0 needs at least 2 candidates per prompt (a wrong one to show).")
+    shown = np.arange(K)
+    probability = np.where(shown == goal[:, None], 1.0 - error, error / (K - 1))
+    return np.broadcast_to(1 + shown, probability.shape).copy(), probability
+
+
+def gridworld_tables(config: ToolGridworldConfig) -> MDPTables:
+    """Exact tables over hidden states (prompt p, goal k, shown s, cell c).
+
+    Hidden index ``((p * K + k) * S + s) * C + c``, ``s = 0`` before any tool call. With an exact tool
+    (``tool_error_rate == 0``) S = 2 and ``s = 1`` once the goal is revealed; with a noisy tool S = K + 1
+    and ``s = 1 + j`` while candidate j is shown (a tool call moves to ``s = 1 + j`` with probability
+    ``1 - e`` for j = k, ``e / (K - 1)`` otherwise). Observation index ``(p * (K + 1) + g) * C + c`` with
+    g the shown candidate and ``g = K`` ("unknown") before. Moving onto the goal ends the episode with
+    reward 1, onto another candidate ends it with reward 0 (a wrong commitment).
 
     Shape:
-        returns tables with ``X = P * K * 2 * C``, ``O = P * (K + 1) * C``, ``A = 5``.
+        returns tables with ``X = P * K * S * C``, ``O = P * (K + 1) * C``, ``A = 5``, and K outcomes per
+        step (1 for the exact tool, K for a noisy one; moves are deterministic).
     """
     rng = np.random.default_rng(config.seed)
     candidates, probs = _goal_layout(config, rng)
     (P, K), C = candidates.shape, config.num_cells
-    prompt, goal, revealed, cell = (a.ravel() for a in np.indices((P, K, 2, C)))
-    X = P * K * 2 * C
+    S = 2 if config.tool_error_rate == 0 else K + 1
+    prompt, goal, shown, cell = (a.ravel() for a in np.indices((P, K, S, C)))
+    X = P * K * S * C
     targets = move(np.repeat(cell, 4), np.tile(np.arange(4), X), config.width, config.height).reshape(X, 4)
     on_candidate = (targets[:, :, None] == candidates[prompt][:, None, :]).any(axis=2)
-    next_state = np.empty((X, 5), dtype=np.int64)
-    next_state[:, :4] = np.where(on_candidate, -1, np.arange(X)[:, None] + targets - cell[:, None])
-    next_state[:, TOOL] = ((prompt * K + goal) * 2 + 1) * C + cell
-    reward = np.zeros((X, 5))
-    reward[:, :4] = targets == candidates[prompt, goal][:, None]
+    shown_after, tool_probability = _tool_outcomes(config, K, goal)
+    outcomes = shown_after.shape[1]
+    next_state = np.full((X, 5, outcomes), -1, dtype=np.int64)
+    next_state[:, :4, 0] = np.where(on_candidate, -1, np.arange(X)[:, None] + targets - cell[:, None])
+    next_state[:, TOOL] = ((prompt * K + goal)[:, None] * S + shown_after) * C + cell[:, None]
+    transition_probability = np.zeros((X, 5, outcomes))
+    transition_probability[:, :4, 0] = 1.0
+    transition_probability[:, TOOL] = tool_probability
+    reward = np.zeros((X, 5, outcomes))
+    reward[:, :4, 0] = targets == candidates[prompt, goal][:, None]
     tool_call = np.zeros((X, 5))
     tool_call[:, TOOL] = 1.0
     initial = np.zeros((P, X))
-    starts = ((np.arange(P)[:, None] * K + np.arange(K)) * 2) * C + config.start_cell
+    starts = ((np.arange(P)[:, None] * K + np.arange(K)) * S) * C + config.start_cell
     np.put_along_axis(initial, starts, probs, axis=1)
     train, heldout = split_prompts(P, config.heldout_fraction, rng)
+    revealed = np.where(S == 2, goal, shown - 1)
     return MDPTables(
         horizon=config.horizon,
         num_prompts=P,
         num_states=X,
         num_observations=P * (K + 1) * C,
         num_actions=5,
-        observation_of_state=(prompt * (K + 1) + np.where(revealed == 1, goal, K)) * C + cell,
+        observation_of_state=(prompt * (K + 1) + np.where(shown > 0, revealed, K)) * C + cell,
         initial_distribution=initial,
         next_state=next_state,
         reward=reward,
@@ -209,6 +242,7 @@ def gridworld_tables(config: ToolGridworldConfig) -> MDPTables:
         train_prompts=train,
         heldout_prompts=heldout,
         observation_features=_features(config, candidates, probs),
+        transition_probability=transition_probability,
     )
 
 
@@ -228,7 +262,10 @@ class ToolGridworld(TabularEnv):
     onto the goal ends the episode with reward 1, stepping onto another candidate ends it with reward 0
     (a wrong commitment). The ``tool`` action reveals the goal in the observation at the cost of one
     step and a heavy-tailed (lognormal) simulated latency. Without the tool the best success rate is the
-    prompt's largest goal probability; with it, 1 — so the tool is useful, and slow.
+    prompt's largest goal probability; with it, 1 — so the tool is useful, and slow. With
+    ``tool_error_rate = e > 0`` the tool shows a wrong candidate with probability e (each call draws
+    anew), so following it succeeds with probability 1 - e: worth calling only where 1 - e beats the
+    prompt's largest goal probability.
 
     ## Action Space
     ``Discrete(5)``: 0 up, 1 right, 2 down, 3 left, 4 tool. Moving into a wall stays put.
@@ -257,7 +294,8 @@ class ToolGridworld(TabularEnv):
     :class:`ToolGridworldVectorEnv` (``gymnasium.make_vec("toy_envs/ToolGridworld-v0", num_envs)``).
 
     ## Version History
-    * v0: initial version.
+    * v0: initial version; ``tool_error_rate`` (default 0, the exact tool) added later without changing
+      the default tables.
 
     Example:
         >>> env = ToolGridworld(candidates=[[0, 24]], goal_probs=[[1.0, 0.0]], heldout_fraction=0.0)

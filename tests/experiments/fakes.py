@@ -19,7 +19,8 @@ def fake_run(config):
     metrics = dict.fromkeys(CELL_METRICS, 0.0)
     metrics.update(success_train=success, success_peak=success, length=float(config.updates), optimum=1.0,
                    optimum_heldout=1.0, auc=success - 0.1)
-    curve = {"update": [0.0, float(config.updates - 1)], "sim_clock": [0.0, 1.0], "success_train": [0.5, success]}
+    curve = {"update": [0.0, float(config.updates - 1)], "sim_clock": [0.0, 1.0], "success_train": [0.5, success],
+             "tool_calls": [1.0, success]}
     return {"metrics": metrics, "curve": curve}
 
 

@@ -77,3 +77,14 @@ def test_a_tuning_grid_compares_each_arm_at_its_own_best_setting(tmp_path):
     assert tuned["best"]["a"] == "lr0.1"
     assert tuned["comparisons"][0]["verdict"] == SUPPORTED
     assert "at each arm's best" in markdown_tables(summarize(design, tmp_path))
+
+
+def test_panels_and_a_tool_call_primary_give_both_figures(tmp_path):
+    from flashsim.experiments import Comparison, Panel, figure_names, write_outputs
+
+    design = small_design(panels=(Panel("low", ("lr0.1",), ("0.1",)), Panel("both", ("lr0.1", "lr0.5"))),
+                          comparisons=(Comparison("tool_calls", "a", "b"),))
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)
+    write_outputs(design, tmp_path)
+    for name in figure_names("CX"):
+        assert (tmp_path / "CX" / name).stat().st_size > 0

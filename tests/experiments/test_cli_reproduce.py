@@ -63,7 +63,7 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_files(tmp_path):
 
 @pytest.mark.parametrize(
     "argv, message",
-    [(["C4", "--smoke", "--seeds", "1"], "seeds must be an int >= 2"), (["C9", "--smoke"], "invalid choice")],
+    [(["C4", "--smoke", "--seeds", "1"], "seeds must be an int >= 2"), (["C10", "--smoke"], "invalid choice")],
     ids=["one-seed", "unknown-claim"],
 )
 def test_bad_arguments_exit_with_status_2_and_say_why(argv, message, tmp_path, capsys):

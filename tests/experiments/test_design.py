@@ -3,7 +3,17 @@
 import pytest
 
 from flashsim.config import from_dict, to_dict
-from flashsim.experiments import CLAIMS, PROFILES, Arm, ClaimDesign, Comparison, KnobValue, build_design, with_overrides
+from flashsim.experiments import (
+    CLAIMS,
+    PROFILES,
+    Arm,
+    ClaimDesign,
+    Comparison,
+    KnobValue,
+    Panel,
+    build_design,
+    with_overrides,
+)
 from flashsim.experiments.run_cell import CELL_METRICS
 from flashsim.sim.config import AsyncWorkers, TrainConfig, env_timing
 
@@ -112,7 +122,7 @@ def test_build_design_takes_a_seed_count_and_rejects_bad_ones():
     with pytest.raises(ValueError, match="seeds"):
         build_design("C4", "smoke", seeds=1)
     with pytest.raises(ValueError, match="claim must be one of C1"):
-        build_design("C9")
+        build_design("C10")
     with pytest.raises(ValueError, match="profile"):
         build_design("C1", "huge")
 
@@ -139,3 +149,42 @@ def test_a_comparison_needs_a_preregistered_smallest_effect():
     with pytest.raises(ValueError, match="smallest effect"):
         Comparison("rollouts", "a", "b")
     assert str(Comparison("rollouts_to_90", "a", "b", "less").smallest_effect) == "5% of the baseline"
+
+
+def test_panels_must_name_knob_values_with_one_tick_each():
+    assert small_design(panels=(Panel("rates", ["lr0.1", "lr0.5"]),)).panels[0].knobs == ("lr0.1", "lr0.5")
+    with pytest.raises(ValueError, match="panels name knob values"):
+        small_design(panels=(Panel("rates", ("lr0.2",)),))
+    with pytest.raises(ValueError, match="at least one"):
+        Panel("empty", ())
+    with pytest.raises(ValueError, match="1 ticks for 2"):
+        Panel("rates", ("lr0.1", "lr0.5"), ("0.1",))
+
+
+def test_c1_panels_split_its_knob_into_budget_learning_rate_and_harder_task():
+    design = build_design("C1", "full")
+    budgets, rates, hard = (panel.knobs for panel in design.panels)
+    values = {value.name: value for value in design.knob}
+    assert {values[name].overrides.get("algorithm.learning_rate") for name in budgets} == {None}
+    assert [values[name].overrides.get("algorithm.learning_rate", 0.1) for name in rates] == [0.03, 0.1, 0.3]
+    assert [values[name].overrides["env"] for name in hard] == ["chain"]
+
+
+def test_c2_adds_the_blamed_settings_at_the_headline_one_change_each():
+    design = build_design("C2", "quick")
+    headline = with_overrides(design.base, design.knob_value(design.headline).overrides)
+    changed = {}
+    for name in design.panels[1].knobs[1:]:
+        config = with_overrides(design.base, design.knob_value(name).overrides)
+        changed[name] = {field for field in ("policy", "logprob_noise", "env_options")
+                         if getattr(config, field) != getattr(headline, field)}
+        assert config.lag == headline.lag
+    assert sorted(map(sorted, changed.values())) == [["env_options"], ["logprob_noise"], ["policy"]]
+
+
+def test_c9_sets_the_tool_error_rate_of_the_gridworld_and_compares_tool_calls_first():
+    design = build_design("C9", "quick")
+    assert design.comparisons[0].metric == "tool_calls" and design.comparisons[0].source == "article"
+    rates = {cell.knob: cell.config.env_options["tool_error_rate"] for cell in design.cells()}
+    assert rates == {"err0.0": 0.0, "err0.3": 0.3} and design.headline == "err0.3"
+    assert {cell.config.env for cell in design.cells()} == {"gridworld"}

@@ -21,7 +21,7 @@ SUBCOMMANDS = {
     "demo": "FlashREINFORCE vs GRPO on PromptBandit at lag 0 and lag 8: a table and a plot",
     "train": "run one simulated training run (FlashREINFORCE, GRPO or an ablation) with policy lag",
     "variance": "measure bias and variance of update directions against exact gradients",
-    "reproduce": "run the paper's claims (C1-C8) as experiments: figures, tables, verdicts",
+    "reproduce": "run the paper's claims (C1-C9) as experiments: figures, tables, verdicts",
     "check-loss": "check a loss function against FlashREINFORCE's or GRPO's invariants",
 }
 """Subcommand → its one-line help; its module is ``flashsim.cli.<name with - as _>``."""

@@ -1,4 +1,4 @@
-"""``flashsim reproduce``: the paper's claims C1–C8 as experiments with seeds, intervals and verdicts.
+"""``flashsim reproduce``: the paper's claims C1–C9 as experiments with seeds, intervals and verdicts.
 
 Runs every cell (claim × arm × knob value × seed) of the chosen claims in parallel processes into
 ``--out`` (resumable: run the same command again after an interruption and only the missing cells

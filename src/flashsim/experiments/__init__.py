@@ -1,6 +1,6 @@
 """``flashsim.experiments``: the paper's claims as experiments — designs, a parallel resumable runner, verdicts.
 
-Layer 5 of flashsim. A claim (C1–C8) is a :class:`~flashsim.experiments.design.ClaimDesign` built in
+Layer 5 of flashsim. A claim (C1–C9) is a :class:`~flashsim.experiments.design.ClaimDesign` built in
 :mod:`~flashsim.experiments.claims`: arms, a knob, the paper's direction on named metrics, a headline
 setting, seeds. :func:`run_sweep` runs its cells (arm × knob value × seed, one simulated training run
 each, through the adapter :mod:`~flashsim.experiments.run_cell`) in parallel processes, one atomic JSON
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from flashsim.experiments.analysis import summarize, write_summary
 from flashsim.experiments.claims import CLAIMS, PROFILES, build_design
-from flashsim.experiments.design import Arm, Cell, ClaimDesign, Comparison, KnobValue, with_overrides
+from flashsim.experiments.design import Arm, Cell, ClaimDesign, Comparison, KnobValue, Panel, with_overrides
 from flashsim.experiments.plots import plot_curves, plot_knob
 from flashsim.experiments.report import figure_names, write_report
 from flashsim.experiments.run_cell import CELL_METRICS, run_cell
@@ -47,14 +47,14 @@ def write_outputs(design: ClaimDesign, out: Path | str) -> dict:
     """Summary, tables and both figures of ``design`` in ``out/<claim>/``; returns the summary."""
     summary = write_summary(design, out)
     knob_figure, curves_figure = figure_names(design.claim)
-    plot_knob(summary, Path(out) / design.claim / knob_figure)
+    plot_knob(summary, Path(out) / design.claim / knob_figure, panels=design.panels)
     plot_curves(design, out, Path(out) / design.claim / curves_figure)
     return summary
 
 
 __all__ = [
     "AT_CEILING", "Arm", "CELL_METRICS", "CLAIMS", "Cell", "ClaimDesign", "Comparison", "Effect", "INCONCLUSIVE",
-    "KnobValue", "NEGLIGIBLE", "NOT_SUPPORTED", "PROFILES", "SUPPORTED", "build_design", "mean_interval",
+    "KnobValue", "NEGLIGIBLE", "NOT_SUPPORTED", "PROFILES", "Panel", "SUPPORTED", "build_design", "mean_interval",
     "paired_verdict",
     "plot_curves", "plot_knob", "run_cell", "run_sweep", "summarize", "with_overrides", "write_outputs",
     "write_report", "write_summary",

@@ -97,6 +97,28 @@ class KnobValue:
 
 
 @dataclass(frozen=True)
+class Panel:
+    """Knob values that share one x axis in the knob figure, when a knob mixes several kinds of setting."""
+
+    title: str
+    """What the axis varies, e.g. ``learning rate, 25,600 rollouts``."""
+    knobs: tuple[str, ...]
+    """The knob value names, in axis order."""
+    ticks: tuple[str, ...] = ()
+    """Tick labels, one per knob value (default: the knob values' labels)."""
+    lines: bool = True
+    """Join an arm's points with lines (False for unordered settings, where a line would suggest a trend)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "knobs", tuple(self.knobs))
+        object.__setattr__(self, "ticks", tuple(self.ticks))
+        if not self.knobs:
+            raise ValueError(f"panel {self.title!r} must name at least one knob value")
+        if self.ticks and len(self.ticks) != len(self.knobs):
+            raise ValueError(f"panel {self.title!r} has {len(self.ticks)} ticks for {len(self.knobs)} knob values")
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A direction the paper asserts: ``metric`` of ``arm`` is ``direction`` than that of ``baseline``.
 
@@ -185,6 +207,9 @@ class ClaimDesign:
     tuning: tuple[str, ...] = ()
     """Knob values forming a pre-registered tuning grid (e.g. learning rates at the headline budget): each
     arm is also compared at its own best one (highest mean ``auc``), an exploratory comparison."""
+    panels: tuple[Panel, ...] = ()
+    """Groups of knob values that share an x axis in the knob figure, when the knob mixes several kinds of
+    setting (C1: budgets, a learning-rate grid, a harder task); () puts every value on one axis."""
     vary_instance: bool = True
     """Seed the task instance too (``env_options["seed"]`` = the cell's seed: another layout, other prompt
     probabilities), so the intervals cover the task, not only the optimisation."""
@@ -211,6 +236,9 @@ class ClaimDesign:
         unknown = set(self.tuning) - set(knobs)
         if unknown:
             raise ValueError(f"tuning names knob values {sorted(unknown)}; valid: {knobs}")
+        unknown = {name for panel in self.panels for name in panel.knobs} - set(knobs)
+        if unknown:
+            raise ValueError(f"panels name knob values {sorted(unknown)}; valid: {knobs}")
         if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be at least two distinct ints (paired CI), got {self.seeds}")
 

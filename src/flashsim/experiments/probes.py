@@ -28,7 +28,7 @@ def probe_design(design: ClaimDesign) -> ClaimDesign:
     headline = design.knob_value(design.headline)
     comparisons = tuple(c for c in design.comparisons if c.knobs is None or design.headline in c.knobs)
     return replace(design, claim=f"{design.claim}-probes", knob=(headline,), comparisons=comparisons, metrics=(),
-                   tuning=())
+                   tuning=(), panels=())
 
 
 def probe_table(design: ClaimDesign, out: Path | str) -> str:

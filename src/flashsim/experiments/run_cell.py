@@ -69,8 +69,10 @@ CURVE_KEYS = {
     "sequence_kl": "trust/sequence_kl",
     "acceptance_rate": "trust/acceptance_rate",
     "rollouts": "data/rollouts_total",
+    "tool_calls": "env/tool_calls",
 }
-"""Learning-curve series (name → simulator metric), one entry per evaluated update (and the final one)."""
+"""Learning-curve series (name → simulator metric), one entry per evaluated update (and the final one);
+``tool_calls`` is the mean over that update's batch (sampled), the other ``env/`` series are exact."""
 
 
 def run_cell(config: TrainConfig) -> dict[str, object]:
