@@ -7,7 +7,8 @@ driver (learner rank 0) keeps one ``collect`` call in flight per actor while it 
 learning overlap exactly as with threads; the policy lag is measured per trajectory as before.
 
 **Weights.** :meth:`RayRollouts.publish` puts the state dict in the object store once and every later
-call carries the reference and its version; an actor whose engine is older fetches it before sampling.
+call carries the reference and its version; an actor that has not loaded that version fetches it
+before sampling.
 So a replacement actor — built with its factory's weights, not the latest ones — samples from the
 current weights from its first call and tags its trajectories with their version.
 
@@ -66,17 +67,22 @@ class EngineActor:
         self.engine, self.tokenizer, self.settings = build_engine(), tokenizer, settings
         self.crash_on_call = crash_on_call
         self.calls = 0
+        self.loaded_version: int | None = None  # none yet: the factory's weights are not the learner's
 
     def collect(self, examples: list[PromptExample], first_group_id: int, weights: list[Any], version: int
                 ) -> tuple[list[list[Rollout]], int]:
-        """Load ``weights`` (``[ObjectRef]``) if the engine is older than ``version``, then collect."""
+        """Load ``weights`` (``[ObjectRef]``) unless this actor loaded ``version`` already, then collect.
+
+        Compared with what the actor loaded, not with the engine's version: a fresh engine reports version 0,
+        which is also the version of the warmed-up weights the learner publishes first."""
         import ray
 
         self.calls += 1
         if self.calls == self.crash_on_call:
             os._exit(1)
-        if self.engine.version != version:
+        if self.loaded_version != version:
             self.engine.update_weights(ray.get(weights[0]), version)
+            self.loaded_version = version
         return collect(self.engine, self.tokenizer, examples, self.settings, itertools.count(first_group_id))
 
     def pid(self) -> int:

@@ -23,6 +23,7 @@ from scale.learner.distributed import init_from_environment, rank
 from scale.learner.learner import Learner
 from scale.learner.model import build_tiny_model, load_pretrained
 from scale.rollouts.collect import RolloutSettings
+from scale.rollouts.engines.engine_process import EngineProcess
 from scale.rollouts.engines.transformers_engine import TransformersEngine
 from scale.rollouts.prompts import PromptExample, PromptStream, arithmetic_task, load_prompts
 from scale.rollouts.ray_sources import RayRollouts
@@ -118,8 +119,10 @@ def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int)
     """A rollout engine as ``rollout.engine`` says; its weights are published before it samples.
 
     The vLLM engine loads the model from a directory: a pretrained model's own path, or the tiny
-    model's initial weights saved under ``log.out/engine_model_<seed>``. Evaluation always uses the
-    transformers engine, so that both engines' learning curves are measured the same way.
+    model's initial weights saved under ``log.out/engine_model_<seed>``. In a ``torchrun`` rank it runs
+    in a child process (:class:`~scale.rollouts.engines.engine_process.EngineProcess`); alone, in this
+    one. Evaluation always uses the transformers engine, so that both engines' learning curves are
+    measured the same way.
     """
     if config.rollout.engine == "transformers":
         return TransformersEngine(model, tokenizer, seed=seed, device=config.model.device)
@@ -129,11 +132,14 @@ def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int)
     options: dict[str, Any] = {"dtype": m.dtype}
     if m.device.startswith("cuda"):
         options["gpu_memory_utilization"] = VLLM_GPU_MEMORY_FRACTION
+    path = m.name
     if m.name == "tiny":
         path = str(Path(config.log.out) / f"engine_model_{seed}")
         model.save_pretrained(path)
-        return VLLMEngine(path, tokenizer, seed=seed, max_model_len=m.max_positions, **options)
-    return VLLMEngine(m.name, tokenizer, seed=seed, **options)
+        options["max_model_len"] = m.max_positions
+    start = functools.partial(VLLMEngine, path, tokenizer, seed=seed, **options)
+    # vLLM starts a torch.distributed world of its own, which cannot live inside torchrun's learner world.
+    return EngineProcess(start, name=f"vllm-engine-{seed}") if torch.distributed.is_initialized() else start()
 
 
 def build_actor_engine(config: Config, *, seed: int) -> RolloutEngine:

@@ -87,12 +87,15 @@ def test_an_fsdp_run_killed_resumes_with_each_row_once_and_then_on_one_rank(tmp_
 def test_an_fsdp_learner_publishes_its_gathered_weights_to_the_engines(tmp_path):
     """Synchronous, so every batch is sampled by the weights of the step before (lag 0): the learner's
     recomputed log-probs equal the engine's only if each step's gathered full weights reached the engine.
-    The vLLM engine inside a ``torchrun`` rank hung in its start (see the fsdp notes); it is not tested here."""
+    One-digit products after a longer warm-up give the first update a gradient, and learning rate 1e-2
+    moves the weights far. The vLLM engine's variant is in ``test_vllm_torchrun.py``."""
     engine = "transformers"
     out = tmp_path / engine
-    _run(_command(out, 2, "train.updates=3", "learner.parallel=fsdp", f"rollout.engine={engine}"))
+    _run(_command(out, 2, "train.updates=3", "learner.parallel=fsdp", f"rollout.engine={engine}", "warmup.steps=40",
+                  "data.max_operand=9", "data.num_train=64", "train.learning_rate=1e-2"))
     rows = _rows(out)[1:]
     assert [r["update"] for r in rows] == [1, 2, 3]
+    assert rows[0]["grad/norm"] > 0
     for row in rows:
         assert row["lag/max"] == 0
         assert row["trust/ratio_min"] == pytest.approx(1, abs=1e-3), row

@@ -29,7 +29,9 @@ more in bf16 on GPU); that train–inference mismatch is what FlashREINFORCE's r
 
 Left out on purpose: vLLM's weight-transfer API (NCCL broadcast into engines in other processes or on
 other GPUs) — this engine updates an in-process ``LLM``; an engine in another process (a Ray actor)
-receives the state dict through the object store and calls the same :meth:`update_weights`.
+receives the state dict through the object store and calls the same :meth:`update_weights`. Inside a
+``torchrun`` rank, where vLLM's own ``torch.distributed`` world cannot start, the trainer builds this engine
+in a child process (:class:`scale.rollouts.engines.engine_process.EngineProcess`).
 """
 
 from __future__ import annotations
