@@ -43,7 +43,8 @@ def test_the_arms_of_a_seed_differ_only_in_their_own_overrides(designs, claim):
         config, reference = to_dict(design.config(arm, knob)), to_dict(base)
         changed = {f"{section}.{key}" for section in config for key in (config[section] if isinstance(
             config[section], dict) else {}) if config[section][key] != reference[section][key]}
-        unexplained = {path for path in changed if not any(o == path or o.startswith(f"{path}.") for o in arm.overrides)}
+        unexplained = {path for path in changed
+                       if not any(o == path or o.startswith(f"{path}.") for o in arm.overrides)}
         assert not unexplained, f"{claim} {arm.name} also changes {sorted(unexplained)}"
 
 
