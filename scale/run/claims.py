@@ -79,7 +79,7 @@ CELL_METRICS = {
 
 _BUDGETS = {  # profile → (seeds, updates, evaluate every, warm-up steps, held-out prompts)
     "smoke": (2, 3, 3, 20, 16),
-    "quick": (3, 30, 10, 300, 200),
+    "quick": (2, 30, 10, 300, 200),
     "full": (10, 60, 10, 300, 500),
 }
 

@@ -57,11 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     reproduce = commands.add_parser("reproduce", help="the paper's claims on the tiny transformer (resumable)")
     reproduce.add_argument("claims", nargs="+", metavar="CLAIM", help="C1, C2, C3, C4, C9 or all")
     budget = reproduce.add_mutually_exclusive_group()
-    budget.add_argument("--quick", action="store_const", dest="profile", const="quick", help="3 seeds, 30 updates")
+    budget.add_argument("--quick", action="store_const", dest="profile", const="quick", help="2 seeds, 30 updates (CI)")
     budget.add_argument("--smoke", action="store_const", dest="profile", const="smoke",
                         help="seconds per claim, 2 seeds (a check that everything runs, not a result)")
     reproduce.set_defaults(profile="full")
-    reproduce.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: 10 full, 3 quick)")
+    reproduce.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: 10 full, 2 quick)")
     reproduce.add_argument("--out", required=True, help="output directory (an existing one is resumed)")
     reproduce.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     reproduce.add_argument("--no-progress", action="store_true", help="no progress bar")
