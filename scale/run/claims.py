@@ -38,10 +38,8 @@ import numpy as np
 from flashsim.config import to_dict
 from flashsim.experiments.analysis import load_cells
 from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
-from flashsim.experiments.run_cell import atomic_write_text
 from flashsim.experiments.runner import to_json
-from flashsim.experiments.verdict import Effect
-from flashsim.io import jsonable
+from flashsim.io import atomic_write_text, jsonable
 from scale.run.cli import resolve_config_path
 from scale.run.config import Config, load_config
 
@@ -207,10 +205,8 @@ def _c9(base: Config) -> ClaimDesign:
                  "first two arms.",
         base=base,
         arms=(Arm("flash", "FlashREINFORCE", _FLASH), Arm("grpo", "GRPO G = 4, same rollouts", _GRPO)),
-        comparisons=(Comparison("tool_calls", "flash", "grpo", "greater", paper="3.25 vs 0.00 calls"),
-                     Comparison("tool_calls_change", "flash", "grpo", "greater", source="none",
-                                effect=Effect(0.1))),
-        metrics=("accuracy", "length"))
+        comparisons=(Comparison("tool_calls", "flash", "grpo", "greater", paper="3.25 vs 0.00 calls"),),
+        metrics=("tool_calls_change", "accuracy", "length"))
 
 
 _DESIGNS = {"C1": _c1, "C2": _c2, "C3": _c3, "C4": _c4, "C9": _c9}
