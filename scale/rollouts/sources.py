@@ -18,6 +18,12 @@ CLI prints it with the ``--resume`` command and exits non-zero).
 
 The same two methods are offered by :class:`scale.rollouts.ray_sources.RayRollouts`, which puts each engine
 in a Ray actor process (``loop.placement: ray``).
+
+**Injected lag** (:class:`InjectedLag`, ``rollout.injected_lag: L``) wraps any of them: the engines are given
+the weights of L updates ago instead of the newest, so the synchronous loop trains on trajectories exactly L
+updates stale (fewer during the first L updates), as the simulator's fixed lag does. The trajectories carry
+the version and log-probs of the weights that sampled them, so the measured lag, the importance ratios and
+the gate see the real staleness.
 """
 
 from __future__ import annotations
@@ -26,9 +32,13 @@ import itertools
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
+from flashsim.validation import check_int
 from scale.rollouts.collect import RolloutSettings, collect
 from scale.rollouts.prompts import PromptStream
 from scale.rollouts.tokenizer import Tokenizer
@@ -156,6 +166,49 @@ class AsyncRollouts:
                 self.queue.get_nowait()
             except queue.Empty:
                 time.sleep(_POLL_SECONDS)
+
+
+class InjectedLag:
+    """A rollout source whose engines sample with the weights published ``lag`` updates ago.
+
+    Keeps a copy of the last ``lag + 1`` published weights; publishing version k hands the source version
+    ``max(k − lag, first)``, the oldest kept. The kept copies are part of the trainer's checkpoint
+    (:meth:`state_dict`), so a resumed synchronous run reproduces the uninterrupted one.
+
+    Args:
+        source: a synchronous, threaded or Ray source (its engines already hold ``weights``).
+        lag: L ≥ 1, in updates.
+        weights, version: what the source's engines hold now (a module or a state dict, and its version).
+    """
+
+    def __init__(self, source: Any, lag: int, weights: Any, version: int) -> None:
+        self.source, self.lag = source, check_int("injected_lag", lag, low=1)
+        self.kept: deque[tuple[int, dict[str, torch.Tensor]]] = deque([(int(version), _copy(weights))], maxlen=lag + 1)
+
+    def next_batch(self, num_trajectories: int) -> tuple[list[Rollout], dict[str, float]]:
+        return self.source.next_batch(num_trajectories)
+
+    def publish(self, model: Any, version: int) -> None:
+        """Keep ``model``'s weights as ``version``; give the engines the oldest kept (``lag`` versions back)."""
+        self.kept.append((int(version), _copy(model)))
+        self.source.publish(self.kept[0][1], self.kept[0][0])
+
+    def close(self) -> None:
+        self.source.close()
+
+    def state_dict(self) -> list[tuple[int, dict[str, torch.Tensor]]]:
+        """The kept weights, oldest first, with their versions."""
+        return list(self.kept)
+
+    def load_state_dict(self, kept: Sequence[tuple[int, dict[str, torch.Tensor]]]) -> None:
+        """Restore :meth:`state_dict` and give the engines its oldest weights."""
+        self.kept = deque(((int(v), dict(w)) for v, w in kept), maxlen=self.lag + 1)
+        self.source.publish(self.kept[0][1], self.kept[0][0])
+
+
+def _copy(weights: Any) -> dict[str, torch.Tensor]:
+    state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
+    return {name: tensor.detach().to("cpu", copy=True) for name, tensor in state.items()}
 
 
 def lag_metrics(rollouts: Sequence[Rollout], learner_version: int) -> dict[str, float]:

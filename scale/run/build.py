@@ -28,7 +28,7 @@ from scale.rollouts.engines.transformers_engine import TransformersEngine
 from scale.rollouts.prompts import PromptExample, PromptStream, arithmetic_task, load_prompts
 from scale.rollouts.ray_sources import RayRollouts
 from scale.rollouts.rewards import resolve_reward
-from scale.rollouts.sources import AsyncRollouts, SyncRollouts
+from scale.rollouts.sources import AsyncRollouts, InjectedLag, SyncRollouts
 from scale.rollouts.tokenizer import CharTokenizer, Tokenizer
 from scale.rollouts.tools import UnreliableCalculator, calculator
 from scale.rollouts.trajectory import RolloutEngine
@@ -150,9 +150,18 @@ def build_actor_engine(config: Config, *, seed: int) -> RolloutEngine:
     return build_engine(config, model, tokenizer, seed=seed)
 
 
-def build_source(config: Config, parts: Parts, weights: Any) -> SyncRollouts | AsyncRollouts | RayRollouts:
+def build_source(
+    config: Config, parts: Parts, weights: Any
+) -> SyncRollouts | AsyncRollouts | RayRollouts | InjectedLag:
     """Rank 0's rollout source, its engines holding ``weights`` (:meth:`Learner.weights`: the learner's
-    current ones); it may start sampling."""
+    current ones); it may start sampling. With ``rollout.injected_lag`` > 0 it is wrapped in
+    :class:`~scale.rollouts.sources.InjectedLag`."""
+    source = _build_source(config, parts, weights)
+    lag = config.rollout.injected_lag
+    return InjectedLag(source, lag, weights, parts.learner.version) if lag > 0 else source
+
+
+def _build_source(config: Config, parts: Parts, weights: Any) -> SyncRollouts | AsyncRollouts | RayRollouts:
     p, lp = parts, config.loop
     for engine in p.engines:
         engine.update_weights(weights, p.learner.version)

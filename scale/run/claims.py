@@ -12,15 +12,22 @@ this module adds what is specific to a transformer:
 - pairing: every arm of a seed starts from the same warm-up (``warmup.cache`` in the output folder), so
   arms differ only after update 0;
 - the cell's measures (:data:`CELL_METRICS`), read from the run's metrics rows;
-- the designs (:func:`build_design`) at three budgets: ``smoke`` (seconds, for tests), ``quick`` and ``full``.
+- the designs (:func:`build_design`) at three budgets: ``smoke`` (seconds, for tests), ``quick`` and ``full``:
+  C1 (budget), C2 (gates under ``rollout.injected_lag``), C3 (aggregation, under a tighter token budget so that
+  truncation happens), C4 (signed vs positive-only) and C9 (tool collapse, on C1's two first arms);
+- shared cells: a cell's result depends on its config alone, so a config that several claims run (C1's
+  FlashREINFORCE arm is C4's signed arm and C9's; C1's GRPO is C9's) runs once and its result is copied
+  (``OUT/shared_cells``, keyed on the config);
+- a figure per claim (:func:`plot_claim_curves`): held-out accuracy and tool calls against rollouts, per arm.
 
-Run as ``python -m scale reproduce C1 C3 C4 --quick --out runs/tclaims``. Not built yet (issue 20): C2 under
-injected lag, and the committed ≥ 10-seed run.
+Run as ``python -m scale reproduce all --quick --out runs/tclaims``. Not done yet (issue 20): the committed
+≥ 10-seed run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import tempfile
 from pathlib import Path
@@ -28,15 +35,28 @@ from typing import Any
 
 import numpy as np
 
+from flashsim.config import to_dict
+from flashsim.experiments.analysis import load_cells
 from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
-from flashsim.io import jsonable
+from flashsim.experiments.runner import to_json
+from flashsim.io import atomic_write_text, jsonable
 from scale.run.cli import resolve_config_path
 from scale.run.config import Config, load_config
 
-CLAIMS = ("C1", "C3", "C4")
+CLAIMS = ("C1", "C2", "C3", "C4", "C9")
 PROFILES = ("smoke", "quick", "full")
 TOOL_ERROR_RATE = 0.3
 """Share of expressions the calculator answers wrong (the pilot's task)."""
+C2_LAG = 1
+"""C2's injected lag L (``rollout.injected_lag``), chosen by the pilot in ``docs/transformer-pilot.md``: at the
+preset's learning rate the sequence gate then admits about 85 % of the trajectories (drift ≈ 0.8 δ); at L = 2
+it admitted about half, at L = 4 a third."""
+C3_MAX_NEW_TOKENS = 17
+"""C3's token budget (the other claims keep the preset's 24): 18 % of the held-out trajectories are truncated
+after the warm-up (none at 24) with the same accuracy, so a length bias has room to show
+(``docs/transformer-pilot.md``; at 16 the warm-up's accuracy fell from 0.13 to 0.015)."""
+SHARED_CELLS = "shared_cells"
+"""Folder beside ``warmups`` holding each finished config's result once, keyed on the config."""
 
 CELL_METRICS = {
     "accuracy": "held-out accuracy (sampled at temperature 1) after the last update",
@@ -47,14 +67,17 @@ CELL_METRICS = {
     "length": "held-out length in policy tokens after the last update",
     "truncation": "share of held-out trajectories cut at the token budget after the last update",
     "acceptance_rate": "share of trajectories the sequence gate admitted, mean over updates",
+    "token_acceptance_rate": "share of tokens the token-local gate admitted, mean over updates",
     "sequence_kl": "sequence KL between behaviour and learner, mean over updates",
+    "drift": "sequence KL between behaviour and learner in units of the gate's δ, mean over updates",
     "lag_mean": "policy lag of the trained trajectories, mean over updates",
+    "entropy_final": "policy entropy (nats per token) of the trained trajectories, mean over the last 5 updates",
 }
 """Every per-cell measure of a transformer claim, with what it means."""
 
 _BUDGETS = {  # profile → (seeds, updates, evaluate every, warm-up steps, held-out prompts)
     "smoke": (2, 3, 3, 20, 16),
-    "quick": (3, 30, 10, 300, 200),
+    "quick": (2, 30, 10, 300, 200),
     "full": (10, 60, 10, 300, 500),
 }
 
@@ -79,10 +102,18 @@ def build_design(claim: str, profile: str, warmups: Path | str, seeds: int | Non
     return dataclasses.replace(design, seeds=tuple(range(count)), profile=profile)
 
 
-def _on_task(**fields: Any) -> ClaimDesign:
+TASK = KnobValue("tool30", "calculator wrong on 30 %")
+"""The task as the knob's one value (C2 and C3 add their own settings to it)."""
+
+
+def _on_task(knob: KnobValue = TASK, **fields: Any) -> ClaimDesign:
     """A design on the one task (a single knob value, the headline); :func:`build_design` sets the seeds."""
-    return ClaimDesign(knob_name="task", knob=(KnobValue("tool30", "calculator wrong on 30 %"),), headline="tool30",
-                       seeds=(0, 1), vary_instance=False, **fields)
+    return ClaimDesign(knob_name="task", knob=(knob,), headline=knob.name, seeds=(0, 1), vary_instance=False,
+                       **fields)
+
+
+_FLASH = {"train.loss": "flash_reinforce", "rollout.group_size": 1}
+_GRPO = {"train.loss": "grpo", "rollout.group_size": 4}
 
 
 def _c1(base: Config) -> ClaimDesign:
@@ -93,13 +124,12 @@ def _c1(base: Config) -> ClaimDesign:
         question="At equal rollouts, and with GRPO given twice the rollouts (twice the updates, or twice the "
                  "batch), which learns faster per rollout, and does GRPO stop calling the tool?",
         base=base,
-        arms=(Arm("flash", "FlashREINFORCE", {"train.loss": "flash_reinforce", "rollout.group_size": 1}),
-              Arm("grpo", "GRPO G = 4, same rollouts", {"train.loss": "grpo", "rollout.group_size": 4}),
+        arms=(Arm("flash", "FlashREINFORCE", _FLASH),
+              Arm("grpo", "GRPO G = 4, same rollouts", _GRPO),
               Arm("grpo_2x_updates", "GRPO G = 4, twice the updates",
-                  {"train.loss": "grpo", "rollout.group_size": 4, "train.updates": 2 * base.train.updates}),
+                  {**_GRPO, "train.updates": 2 * base.train.updates}),
               Arm("grpo_2x_batch", "GRPO G = 4, twice the batch",
-                  {"train.loss": "grpo", "rollout.group_size": 4, "train.batch_size": 2 * batch,
-                   "loop.queue_size": 2 * base.loop.queue_size})),
+                  {**_GRPO, "train.batch_size": 2 * batch, "loop.queue_size": 2 * base.loop.queue_size})),
         comparisons=(Comparison("auc", "flash", "grpo", "greater", paper="≈ 2× fewer rollouts"),
                      Comparison("auc", "flash", "grpo_2x_updates", "greater"),
                      Comparison("auc", "flash", "grpo_2x_batch", "greater"),
@@ -107,16 +137,45 @@ def _c1(base: Config) -> ClaimDesign:
         metrics=("accuracy", "tool_calls_change", "length"))
 
 
-def _c3(base: Config) -> ClaimDesign:
+def _c2(base: Config) -> ClaimDesign:
     return _on_task(
+        KnobValue(f"tool30_lag{C2_LAG}", f"calculator wrong on 30 %, injected lag L = {C2_LAG}",
+                  {"rollout.injected_lag": C2_LAG}, value=C2_LAG),
+        claim="C2", title="Sequence gate vs token-local gate vs no gate under injected lag on a transformer",
+        paper="Qwen2.5-Math: sequence-level admission stayed stable; a token-local version collapsed "
+              "(AMC23 from a 51.9 peak to 26.3) with entropy rising sharply",
+        question=f"The engines sample with the weights of L = {C2_LAG} updates ago (rollout.injected_lag), so "
+                 "every trajectory is stale by L; the lag is read in drift (the measured mean sequence KL over δ) "
+                 "and in the sequence gate's acceptance rate. Does the sequence gate learn more per rollout than the "
+                 "token-local gate, and than no gate?",
+        base=base,
+        arms=(Arm("sequence_gate", "sequence gate (FlashREINFORCE)", {"train.loss": "flash_reinforce"}),
+              Arm("token_gate", "token-local gate", {"train.loss": "token_gate"}),
+              Arm("no_gate", "no gate (IS ratios only)", {"train.loss": "no_gate"})),
+        comparisons=(Comparison("auc", "sequence_gate", "token_gate", "greater",
+                                paper="stable vs collapse (AMC23 51.9 → 26.3)"),
+                     Comparison("entropy_final", "sequence_gate", "token_gate", "less",
+                                paper="token-local: entropy rose"),
+                     Comparison("auc", "sequence_gate", "no_gate", "greater", source="none")),
+        metrics=("accuracy", "drift", "acceptance_rate", "token_acceptance_rate", "lag_mean", "tool_calls"))
+
+
+def _c3(base: Config) -> ClaimDesign:
+    tokens = {"rollout.max_new_tokens": C3_MAX_NEW_TOKENS}
+    return _on_task(
+        KnobValue(f"tool30_tokens{C3_MAX_NEW_TOKENS}", f"calculator wrong on 30 %, {C3_MAX_NEW_TOKENS}-token budget",
+                  tokens, value=C3_MAX_NEW_TOKENS),
         claim="C3", title="Sample-mean vs token-mean aggregation on a transformer",
-        paper="token-mean's length bias: 37 % longer answers", question="Does token-mean make answers longer?",
+        paper="token-mean's length bias: 37 % longer answers, truncation 45.3 % vs 17.2 %",
+        question=f"Under a {C3_MAX_NEW_TOKENS}-token budget (18 % of the held-out trajectories truncated after "
+                 "the warm-up), does token-mean make answers longer and truncate more often?",
         base=base,
         arms=(Arm("sample_mean", "sample-mean", {"train.loss": "flash_reinforce"}),
               Arm("token_mean", "token-mean", {"train.loss": "token_mean"})),
         comparisons=(Comparison("length", "sample_mean", "token_mean", "less", paper="37 % shorter"),
+                     Comparison("truncation", "sample_mean", "token_mean", "less", paper="17.2 % vs 45.3 %"),
                      Comparison("auc", "sample_mean", "token_mean", "greater", source="none")),
-        metrics=("accuracy", "truncation", "tool_calls"))
+        metrics=("accuracy", "tool_calls"))
 
 
 def _c4(base: Config) -> ClaimDesign:
@@ -127,7 +186,7 @@ def _c4(base: Config) -> ClaimDesign:
         question="Does positive-only lose accuracy and tool calls, and is per-trajectory length averaging the "
                  "mechanism (as on the toys)?",
         base=base,
-        arms=(Arm("signed", "signed, sample-mean", {"train.loss": "flash_reinforce"}),
+        arms=(Arm("signed", "signed, sample-mean", _FLASH),
               Arm("positive_only", "positive-only, sample-mean", {"train.loss": "positive_only"}),
               Arm("signed_token_sum", "signed, token sum", {"train.loss": "flash_reinforce", **token_sum}),
               Arm("positive_only_token_sum", "positive-only, token sum", {"train.loss": "positive_only", **token_sum})),
@@ -137,11 +196,42 @@ def _c4(base: Config) -> ClaimDesign:
         metrics=("accuracy", "length"))
 
 
-_DESIGNS = {"C1": _c1, "C3": _c3, "C4": _c4}
+def _c9(base: Config) -> ClaimDesign:
+    return _on_task(
+        claim="C9", title="Tool collapse on a transformer: tool calls over training, GRPO vs FlashREINFORCE",
+        paper="GRPO abandoned the tool (0.00 Python calls per trajectory vs 3.25 for FlashREINFORCE)",
+        question="With a calculator that is wrong on 30 % of expressions (tool calls also in failures), does GRPO "
+                 "(G = 4, same rollouts) stop calling the tool while FlashREINFORCE keeps it? The runs are C1's "
+                 "first two arms.",
+        base=base,
+        arms=(Arm("flash", "FlashREINFORCE", _FLASH), Arm("grpo", "GRPO G = 4, same rollouts", _GRPO)),
+        comparisons=(Comparison("tool_calls", "flash", "grpo", "greater", paper="3.25 vs 0.00 calls"),),
+        metrics=("tool_calls_change", "accuracy", "length"))
+
+
+_DESIGNS = {"C1": _c1, "C2": _c2, "C3": _c3, "C4": _c4, "C9": _c9}
 
 
 def run_cell(config: Config) -> dict[str, Any]:
-    """Train ``config`` in a temporary run directory; return the cell's measures and its curve (plain JSON)."""
+    """Train ``config`` in a temporary run directory; return the cell's measures and its curve (plain JSON).
+
+    A config already run by another claim of the sweep (same text, seed included) is not run again: its result
+    is read from ``SHARED_CELLS`` beside the warm-ups (cells are deterministic, so the copy is the run's result).
+    """
+    shared = None
+    if config.warmup.cache is not None:
+        key = hashlib.sha256(to_json(to_dict(config)).encode()).hexdigest()[:32]
+        shared = Path(config.warmup.cache).parent / SHARED_CELLS / f"{key}.json"
+        if shared.exists():
+            return json.loads(shared.read_text())
+    result = _train_cell(config)
+    if shared is not None:
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(shared, to_json(result))
+    return result
+
+
+def _train_cell(config: Config) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="flashsim_tclaim_") as folder:
         log = dataclasses.replace(config.log, out=folder, progress=False)
         from scale.run.trainer import Trainer  # the trainer imports torch and transformers: only in the worker
@@ -169,10 +259,57 @@ def cell_result(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "accuracy": last["eval/accuracy"], "accuracy_greedy": last.get("eval/accuracy_greedy"), "auc": auc,
         "tool_calls": last["eval/tool_calls"], "tool_calls_change": last["eval/tool_calls"] - first["eval/tool_calls"],
         "length": last["eval/length"], "truncation": last["eval/truncation"],
-        "acceptance_rate": mean("trust/acceptance_rate"), "sequence_kl": mean("trust/sequence_kl_mean"),
+        "acceptance_rate": mean("trust/acceptance_rate"), "token_acceptance_rate": mean("trust/token_acceptance_rate"),
+        "sequence_kl": mean("trust/sequence_kl_mean"), "drift": mean("trust/sequence_kl_mean") / _delta(),
         "lag_mean": mean("lag/mean"),
+        "entropy_final": float(np.mean([row["policy/entropy"] for row in trained[-5:]])) if trained else float("nan"),
     }
     curve = {"update": [row["update"] for _, row in evaluated], "rollouts": x.tolist(), "accuracy": y.tolist(),
              "tool_calls": [row["eval/tool_calls"] for _, row in evaluated]}
     return {"metrics": metrics, "curve": curve}
 
+
+
+def _delta() -> float:
+    """The sequence gate's threshold δ, the unit of drift: the loss's default, which every arm keeps."""
+    import inspect
+
+    from flashsim.losses import flash_reinforce_loss  # imports torch: only in the worker
+
+    return float(inspect.signature(flash_reinforce_loss).parameters["delta"].default)
+
+
+CURVE_PANELS = (("accuracy", "held-out accuracy"), ("tool_calls", "tool calls per trajectory"))
+"""The panels of a claim's figure (keys of a cell's curve)."""
+
+
+def plot_claim_curves(design: ClaimDesign, out: Path | str) -> Path:
+    """``OUT/<claim>/<claim>_curves.png``: per arm at the headline, the mean over seeds of each
+    :data:`CURVE_PANELS` curve against rollouts spent (finished cells only)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = load_cells(design, out)
+    figure, axes = plt.subplots(1, len(CURVE_PANELS), figsize=(5.2 * len(CURVE_PANELS), 3.8))
+    for arm in design.arms:
+        curves = [r["result"]["curve"] for r in records[(arm.name, design.headline)] if r is not None]
+        if not curves:
+            continue
+        length = min(len(c["rollouts"]) for c in curves)
+        x = np.mean([c["rollouts"][:length] for c in curves], axis=0)
+        for axis, (key, _) in zip(axes, CURVE_PANELS):
+            axis.plot(x, np.mean([c[key][:length] for c in curves], axis=0), marker=".", label=arm.label)
+    for axis, (_, label) in zip(axes, CURVE_PANELS):
+        axis.set_xlabel("rollouts spent")
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    figure.suptitle(f"{design.claim} · {design.knob_value(design.headline).label} · mean of {len(design.seeds)} "
+                    "seeds", fontsize=10)
+    figure.tight_layout()
+    path = Path(out) / design.claim / f"{design.claim}_curves.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path

@@ -55,13 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     paths = add_flags(train, Config, names=FLAG_NAMES)
     train.set_defaults(config_paths=paths)
     reproduce = commands.add_parser("reproduce", help="the paper's claims on the tiny transformer (resumable)")
-    reproduce.add_argument("claims", nargs="+", metavar="CLAIM", help="C1, C3, C4 or all")
+    reproduce.add_argument("claims", nargs="+", metavar="CLAIM", help="C1, C2, C3, C4, C9 or all")
     budget = reproduce.add_mutually_exclusive_group()
-    budget.add_argument("--quick", action="store_const", dest="profile", const="quick", help="3 seeds, 30 updates")
+    budget.add_argument("--quick", action="store_const", dest="profile", const="quick", help="2 seeds, 30 updates (CI)")
     budget.add_argument("--smoke", action="store_const", dest="profile", const="smoke",
                         help="seconds per claim, 2 seeds (a check that everything runs, not a result)")
     reproduce.set_defaults(profile="full")
-    reproduce.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: 10 full, 3 quick)")
+    reproduce.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: 10 full, 2 quick)")
     reproduce.add_argument("--out", required=True, help="output directory (an existing one is resumed)")
     reproduce.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     reproduce.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -112,7 +112,7 @@ def reproduce(args: argparse.Namespace) -> int:
     """``python -m scale reproduce``: run the claims' cells (resumable), then write each claim's summary."""
     from flashsim.experiments.analysis import write_summary
     from flashsim.experiments.runner import run_sweep
-    from scale.run.claims import CELL_METRICS, CLAIMS, build_design, run_cell
+    from scale.run.claims import CELL_METRICS, CLAIMS, build_design, plot_claim_curves, run_cell
 
     try:
         names = list(CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
@@ -123,6 +123,7 @@ def reproduce(args: argparse.Namespace) -> int:
         return 2
     for design in designs:
         primary = write_summary(design, args.out, CELL_METRICS)["primary"]
+        plot_claim_curves(design, args.out)
         print(f"{design.claim}: {primary['comparison']} at {design.headline}: {primary['verdict']}  "
               f"({Path(args.out) / design.claim / 'table.md'})")
     return 0

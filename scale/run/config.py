@@ -125,6 +125,9 @@ class RolloutConfig:
     tool_error_rate: float = 0.0
     """Share of expressions the calculator answers wrong (fixed per expression by the seed): tool calls
     then also occur in failed trajectories."""
+    injected_lag: int = 0
+    """Policy lag injected between the learner and the engines: they sample with the weights of this many
+    updates ago (the synchronous loop then trains on trajectories exactly this stale; 0: the newest weights)."""
     reward: str = "math"
     """``math`` or a custom reward function ``package.module:function`` (prompt, response, answer) -> float."""
     on_reward_error: str = "raise"
@@ -133,6 +136,7 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         check_int("max_turns", self.max_turns, low=1)
+        check_int("injected_lag", self.injected_lag, low=0)
         check_probability("tool_error_rate", self.tool_error_rate)
         check_choice("engine", self.engine, ENGINES)
         if self.group_size is not None:

@@ -37,7 +37,7 @@ from flashsim.plotting import Panel, plot_curves
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
 from scale.learner.sharding import load_sharded, save_sharded
 from scale.rollouts.collect import evaluate
-from scale.rollouts.sources import lag_metrics
+from scale.rollouts.sources import InjectedLag, lag_metrics
 from scale.rollouts.trajectory import Rollout, RolloutEngine, SamplingParams
 from scale.run.build import EVAL_SEED_OFFSET, build, build_source
 from scale.run.config import Config
@@ -87,6 +87,10 @@ class Trainer:
         """The metrics rows of the whole run so far (with those before a resume), for ``curves.png``."""
         self.last_checkpoint: int | None = None
         """The update of the newest checkpoint on disk (``None`` before the first)."""
+        self.source: Any = None
+        """Rank 0's rollout source while the run trains."""
+        self._kept_weights: list | None = None
+        """The injected lag's kept weights read from a checkpoint (``rollout.injected_lag`` > 0)."""
 
     @property
     def data_parallel(self) -> bool:
@@ -106,6 +110,9 @@ class Trainer:
                 self.warm_up()
             weights = self.parts.learner.weights()
             source = build_source(self.config, self.parts, weights) if self.is_main else None
+            if self._kept_weights is not None and isinstance(source, InjectedLag):
+                source.load_state_dict(self._kept_weights)
+            self.source = source
             try:
                 self._train(source)
             finally:
@@ -228,6 +235,7 @@ class Trainer:
             "stream": p.stream.state_dict(), "next_group_id": next(p.group_counter),
             "engine_generators": [_generator(e).get_state() if _generator(e) else None for e in p.engines],
             "torch_rng": torch.get_rng_state(), "summary": dict(self.summary),
+            "injected_lag": self.source.state_dict() if isinstance(self.source, InjectedLag) else None,
         }
 
     @property
@@ -267,6 +275,7 @@ class Trainer:
                 _generator(engine).set_state(generator_state)
         torch.set_rng_state(state["torch_rng"])
         self.summary = dict(state["summary"])
+        self._kept_weights = state.get("injected_lag")
 
 
 def _generator(engine: RolloutEngine) -> torch.Generator | None:

@@ -95,18 +95,23 @@ def test_the_module_entry_point_reports_a_bad_configuration_with_exit_status_2()
 
 
 @pytest.mark.slow
-def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("extra", [[], ["rollout.injected_lag=2", "train.learning_rate=3e-3",
+                                        "rollout.reward=tests.scale.test_rewards:length_reward"]],
+                         ids=["newest-weights", "injected-lag"])  # with a lag the kept weights are checkpointed
+def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path, extra):
     def config(out, updates):
         return load_config(ROOT / "scale/configs/tiny_cpu.yaml",
-                           TINY + [f"log.out={out}", f"train.updates={updates}", "loop.mode=sync", "eval.every=100"])
+                           TINY + [f"log.out={out}", f"train.updates={updates}", "loop.mode=sync", "eval.every=100",
+                                   *extra])
 
-    straight = Trainer(config(tmp_path / "a", 4))
+    straight = Trainer(config(tmp_path / "a", 5))
     straight.run()
     Trainer(config(tmp_path / "b", 2)).run()
-    resumed = Trainer(config(tmp_path / "b", 4), resume=True)
+    resumed = Trainer(config(tmp_path / "b", 5), resume=True)
     resumed.run()
     for (name, a), (_, b) in zip(straight.parts.model.state_dict().items(), resumed.parts.model.state_dict().items()):
         assert torch.equal(a, b), name
     rows = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()] for d in "ab"]
-    keys = ("update", "rollout/reward", "rollout/length", "loss/policy", "grad/norm")
+    keys = ("update", "rollout/reward", "rollout/length", "loss/policy", "grad/norm", "lag/mean",
+            "trust/sequence_kl_mean")
     assert [[r.get(k) for k in keys] for r in rows[0]] == [[r.get(k) for k in keys] for r in rows[1]]

@@ -42,3 +42,22 @@ def test_the_asynchronous_lag_is_bounded_by_the_queue_and_the_calls_in_flight(tm
     assert len(rows) == 6
     assert all(0 <= row["lag/min"] <= row["lag/mean"] <= row["lag/max"] <= bound for row in rows), rows
     assert max(row["lag/max"] for row in rows) >= 1  # the workers run ahead of the learner: stale data
+
+
+@pytest.mark.slow
+def test_an_injected_lag_makes_every_synchronous_update_train_on_weights_that_many_updates_old(tmp_path):
+    # A reward by length always varies within a batch, so every update moves the policy.
+    rows = measured_lags(tmp_path, "loop.mode=sync", "rollout.injected_lag=2", "train.learning_rate=3e-3",
+                         "rollout.reward=tests.scale.test_rewards:length_reward")
+    # The update that starts from version k samples with version max(k − 2, 0): lag min(k, 2).
+    assert [(row["lag/min"], row["lag/max"]) for row in rows] == [(0, 0), (1, 1)] + [(2, 2)] * 4
+    # The behaviour log-probs are the stale engine's, so the learner's ratios see the drift (on-policy the
+    # sequence KL is float rounding, ~1e-10).
+    assert rows[0]["trust/sequence_kl_mean"] < 1e-8
+    assert all(row["trust/sequence_kl_mean"] > 1e-5 for row in rows[1:])
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "two"], ids=["negative", "fraction", "word"])
+def test_an_injected_lag_that_is_not_a_count_of_updates_is_refused(value):
+    with pytest.raises((ValueError, TypeError), match="injected_lag"):
+        load_config(ROOT / "scale/configs/tiny_cpu.yaml", [f"rollout.injected_lag={value}"])

@@ -36,12 +36,13 @@ def straight(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("straight")
     result = subprocess.run(_command(out), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "C3: length: sample_mean < token_mean at tool30:" in result.stdout
+    assert "C3: length: sample_mean < token_mean at tool30_tokens17:" in result.stdout
     return out
 
 
 def test_a_sweep_writes_every_cell_and_a_verdict_from_the_rule(straight):
     assert len(_results(straight)) == 4  # 2 arms × 2 seeds
+    assert (straight / "C3" / "C3_curves.png").stat().st_size > 0
     summary = json.loads((straight / "C3" / "summary.json").read_text())
     assert summary["primary"]["verdict"] in VERDICTS
     assert summary["cells_done"] == summary["cells_total"] == 4
