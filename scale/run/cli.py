@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--out", required=True, help="output directory (an existing one is resumed)")
     reproduce.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     reproduce.add_argument("--no-progress", action="store_true", help="no progress bar")
+    reproduce.add_argument("--report", default=None,
+                           help="also write the results page here (e.g. docs/transformer/results.md; assets go to "
+                                "results/ beside it, hand-written discussions are read from results/discussion/)")
     curve = commands.add_parser("curve", help="print the evaluation curve of one or more runs as a Markdown table")
     curve.add_argument("runs", nargs="+", help="run directories (each holds metrics.jsonl)")
     curve.add_argument("--metric", default="eval/accuracy", help="metric to tabulate (default eval/accuracy)")
@@ -126,7 +129,19 @@ def reproduce(args: argparse.Namespace) -> int:
         plot_claim_curves(design, args.out)
         print(f"{design.claim}: {primary['comparison']} at {design.headline}: {primary['verdict']}  "
               f"({Path(args.out) / design.claim / 'table.md'})")
+    if args.report:
+        from flashsim.experiments.report import write_report
+        from scale.run.claims import REPORT_ABOUT, REPORT_TITLE
+
+        command = shlex.join(["python", "-m", "scale", "reproduce", *names, *_profile_flag(args.profile),
+                              "--out", args.out, "--report", args.report])
+        page = write_report(designs, args.out, args.report, command=command, title=REPORT_TITLE, about=REPORT_ABOUT)
+        print(f"report written to {page}")
     return 0
+
+
+def _profile_flag(profile: str) -> list[str]:
+    return [] if profile == "full" else [f"--{profile}"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -78,3 +78,24 @@ def test_a_sweep_killed_mid_run_resumes_with_no_cell_lost_or_run_twice(straight,
     assert {name: (cells / name).stat().st_mtime_ns for name in done} == done  # finished cells not run again
     assert not list(cells.glob(".*.tmp"))
     assert _results(out) == _results(straight)  # every cell, with the numbers of an uninterrupted sweep
+
+
+def test_the_quick_profile_runs_every_claim_to_a_verdict(tmp_path):
+    """What CI runs of the transformer claims: ``reproduce all --quick`` (2 seeds, 30 updates; ~3.5 min of CPU)."""
+    out = tmp_path / "quick"
+    page = tmp_path / "page" / "results.md"
+    command = [sys.executable, "-m", "scale", "reproduce", "all", "--quick", "--out", str(out), "--jobs", "2",
+               "--no-progress", "--report", str(page)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for claim in ("C1", "C2", "C3", "C4", "C9"):
+        summary = json.loads((out / claim / "summary.json").read_text())
+        assert summary["cells_done"] == summary["cells_total"] > 0, claim
+        assert summary["primary"]["verdict"] in VERDICTS, claim
+        assert (out / claim / f"{claim}_curves.png").stat().st_size > 0, claim
+    assert len(list((out / "warmups").glob("*.pt"))) == 2  # one warm-up per seed, shared by every claim's arms
+    text = page.read_text()
+    for claim in ("C1", "C2", "C3", "C4", "C9"):
+        assert f"## {claim} · " in text and f"results/{claim}/{claim}_curves.png" in text, claim
+        assert (page.parent / "results" / claim / f"{claim}_curves.png").exists(), claim
+    assert "results/C1/C1.png" not in text  # the transformer claims draw no knob figure: no broken image

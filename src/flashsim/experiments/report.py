@@ -123,13 +123,16 @@ def _dotted(data: dict, prefix: str = "") -> dict[str, object]:
 
 def claim_section(
     design: ClaimDesign, summary: dict, assets: str, discussion: str | None, probes: str = "",
+    figures: tuple[str, ...] | None = None,
 ) -> str:
-    """The Markdown section of one claim (figure paths relative to the report; ``probes``: a gradient table)."""
+    """The Markdown section of one claim (figure paths relative to the report; ``probes``: a gradient table;
+    ``figures``: the names of :func:`figure_names` that exist, default both)."""
     if probes:
         probes = ("Gradients along training at the headline setting (`flashsim.variance.measure_gradient` of each "
                   f"arm's own estimator at θ_k against the exact ∇J, {PROBE_BATCHES} batches per point; mean "
                   "[95 % CI] over seeds):\n\n" + probes)
     knob_figure, curves_figure = figure_names(design.claim)
+    figures = (knob_figure, curves_figure) if figures is None else figures
     primary = summary["primary"]
     generated = (f"At the headline setting the primary comparison is **{primary['verdict']}** "
                  f"(mean difference {fmt_interval(primary['difference'])}).")
@@ -145,8 +148,10 @@ def claim_section(
         *[_verdict_line(c, summary) for c in summary["comparisons"]], "",
         _drift_table(summary),
         probes,
-        f"![{design.claim} metrics along the knob]({assets}/{design.claim}/{knob_figure})", "",
-        f"![{design.claim} learning curves at the headline setting]({assets}/{design.claim}/{curves_figure})", "",
+        *([f"![{design.claim} metrics along the knob]({assets}/{design.claim}/{knob_figure})", ""]
+          if knob_figure in figures else []),
+        *([f"![{design.claim} learning curves at the headline setting]({assets}/{design.claim}/{curves_figure})", ""]
+          if curves_figure in figures else []),
         "<details><summary>Full tables (means with 95 % t intervals)</summary>", "",
         markdown_tables(summary),
         "</details>", "",
@@ -155,13 +160,35 @@ def claim_section(
     return "\n".join(parts) + "\n"
 
 
+SIMULATION_TITLE = "Does the paper hold? The claims of FlashREINFORCE in simulation"
+SIMULATION_ABOUT = (
+    "Each claim is a pre-registered design (`flashsim.experiments.claims`): arms, a knob, the paper's direction, "
+    "a headline setting, a primary comparison. Success, length, truncation and tool calls are exact "
+    "expectations of the policy (no evaluation noise); the intervals are over seeds.",
+    RULE,
+    "Primary measures cannot saturate: `auc` is the area under the exact success curve against rollouts spent "
+    "(divided by the rollouts: a mean success per rollout), `rollouts_to_90`/`rollouts_to_95` the rollouts "
+    "spent until success first reaches 0.9/0.95 of the exact optimum (NaN, and the pair dropped, where a run "
+    "never reaches it). Final success is secondary, and at the ceiling it decides nothing.",
+    "Every quoted number is labelled by its source: **article** (the source article about the FlashREINFORCE "
+    "paper), **reference implementation** (FlashREINFORCE's published code and defaults), or **other systems** "
+    "(published numbers of other asynchronous RL systems, not of FlashREINFORCE).",
+    "The paper's numbers come from LLM training (Qwen2.5-Math-1.5B, Qwen2.5-7B-Instruct, ...); ours from small "
+    "tabular or linear policies on toy envs. The comparison is of directions and of ratios (C1's rollouts, C7's "
+    "speed-up), never of raw magnitudes.",
+)
+"""The simulator page's opening paragraphs (what a design is, the rule, the measures, the sources)."""
+
+
 def write_report(
     designs: list[ClaimDesign], out: Path | str, report: Path | str, *, command: str = "",
+    title: str = SIMULATION_TITLE, about: tuple[str, ...] = SIMULATION_ABOUT,
 ) -> Path:
     """Write the report for ``designs`` (summaries and figures already in ``out``) to ``report``.
 
     Figures and tables are copied to ``<report dir>/results/<claim>/``; hand-written discussions are
-    read from ``<report dir>/results/discussion/<claim>.md``.
+    read from ``<report dir>/results/discussion/<claim>.md``. ``title`` and the paragraphs of ``about``
+    open the page (the transformer claims of ``scale`` give their own).
     """
     report = Path(report)
     assets = report.parent / "results"
@@ -179,33 +206,21 @@ def write_report(
         discussion_path = assets / "discussion" / f"{design.claim}.md"
         discussion = discussion_path.read_text() if discussion_path.exists() else None
         probes = probe_table(design, out) if (Path(out) / probe_design(design).claim).exists() else ""
-        sections.append(claim_section(design, summary, assets.name, discussion, probes))
+        figures = tuple(name for name in figure_names(design.claim) if (source / name).exists())
+        sections.append(claim_section(design, summary, assets.name, discussion, probes, figures))
         primary = summary["comparisons"][0]
         overview.append(f"| {design.claim} | {design.title} | {_quoted(primary)} | {summary['primary']['comparison']} "
                         f"| {_headline_numbers(summary)} | **{summary['primary']['verdict']}** |")
     profiles = sorted({design.profile for design in designs})
     seeds = sorted({len(design.seeds) for design in designs})
     header = [
-        "# Does the paper hold? The claims of FlashREINFORCE in simulation", "",
+        f"# {title}", "",
         "<!-- Generated by flashsim.experiments.report.write_report; edit the designs or "
-        "docs/results/discussion/*.md, not this file. -->", "",
+        "results/discussion/*.md beside this page, not this file. -->", "",
         f"Produced by `{command}` (profile{'s' if len(profiles) > 1 else ''} {', '.join(profiles)}; "
         f"{'/'.join(map(str, seeds))} seeds per cell)." if command else
         f"Profile {', '.join(profiles)}; {'/'.join(map(str, seeds))} seeds.", "",
-        "Each claim is a pre-registered design (`flashsim.experiments.claims`): arms, a knob, the paper's direction, "
-        "a headline setting, a primary comparison. Success, length, truncation and tool calls are exact "
-        "expectations of the policy (no evaluation noise); the intervals are over seeds.", "",
-        RULE, "",
-        "Primary measures cannot saturate: `auc` is the area under the exact success curve against rollouts spent "
-        "(divided by the rollouts: a mean success per rollout), `rollouts_to_90`/`rollouts_to_95` the rollouts "
-        "spent until success first reaches 0.9/0.95 of the exact optimum (NaN, and the pair dropped, where a run "
-        "never reaches it). Final success is secondary, and at the ceiling it decides nothing.", "",
-        "Every quoted number is labelled by its source: **article** (the source article about the FlashREINFORCE "
-        "paper), **reference implementation** (FlashREINFORCE's published code and defaults), or **other systems** "
-        "(published numbers of other asynchronous RL systems, not of FlashREINFORCE).", "",
-        "The paper's numbers come from LLM training (Qwen2.5-Math-1.5B, Qwen2.5-7B-Instruct, ...); ours from small "
-        "tabular or linear policies on toy envs. The comparison is of directions and of ratios (C1's rollouts, C7's "
-        "speed-up), never of raw magnitudes.", "",
+        *[line for paragraph in about for line in (paragraph, "")],
         *overview, "",
         "In the tables, *factor* is the favoured arm's mean over the baseline's (the baseline's over the arm's for a "
         "`<` comparison: a speed-up for C7, GRPO's rollouts over FlashREINFORCE's for C1's rollouts-to-threshold, to "
