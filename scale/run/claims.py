@@ -196,7 +196,8 @@ def _c3(base: Config) -> ClaimDesign:
         base=base,
         arms=(Arm("sample_mean", "sample-mean", {"train.loss": "flash_reinforce"}),
               Arm("token_mean", "token-mean", {"train.loss": "token_mean"})),
-        comparisons=(Comparison("length", "sample_mean", "token_mean", "less", paper="2,518 vs 3,947 tokens (36 % shorter)"),
+        comparisons=(Comparison("length", "sample_mean", "token_mean", "less",
+                                paper="2,518 vs 3,947 tokens (36 % shorter)"),
                      Comparison("truncation", "sample_mean", "token_mean", "less", paper="17.2 % vs 45.3 %"),
                      Comparison("auc", "sample_mean", "token_mean", "greater", source="none")),
         metrics=("accuracy", "tool_calls"))

@@ -29,8 +29,8 @@ PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validat
           "flashsim.experiments.design", "flashsim.experiments.runner", "flashsim.experiments.analysis",
           "flashsim.experiments.report")
 """flashsim's public modules for scale: the losses, and the one config mechanism, output path, checks and
-curves.png; and the claims machinery (designs, the resumable cell runner, summaries with the verdict rule, the results page),
-which the transformer claims (``scale/run/claims.py``) reuse."""
+curves.png; and the claims machinery (designs, the resumable cell runner, summaries with the verdict rule,
+the results page), which the transformer claims (``scale/run/claims.py``) reuse."""
 
 
 def test_scale_imports_flashsim_only_through_its_public_modules():
