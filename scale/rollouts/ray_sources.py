@@ -44,6 +44,7 @@ import torch
 
 from flashsim.validation import check_int, check_real
 from scale.rollouts.collect import RolloutSettings, collect
+from scale.rollouts.engines.weights import snapshot
 from scale.rollouts.prompts import PromptExample, PromptStream
 from scale.rollouts.sources import RolloutFleetError
 from scale.rollouts.tokenizer import Tokenizer
@@ -149,8 +150,7 @@ class RayRollouts:
 
     def publish(self, model: Any, version: int) -> None:
         """Put the weights in the object store; every later call carries them (loaded where older)."""
-        state = model.state_dict() if isinstance(model, torch.nn.Module) else model
-        self.weights = [self._ray.put({k: v.detach().to("cpu", copy=True) for k, v in state.items()})]
+        self.weights = [self._ray.put(snapshot(model))]
         self.version = int(version)
         self._dispatch()
 

@@ -40,6 +40,7 @@ import torch
 
 from flashsim.validation import check_int
 from scale.rollouts.collect import RolloutSettings, collect
+from scale.rollouts.engines.weights import snapshot
 from scale.rollouts.prompts import PromptStream
 from scale.rollouts.tokenizer import Tokenizer
 from scale.rollouts.trajectory import Rollout, RolloutEngine
@@ -183,14 +184,15 @@ class InjectedLag:
 
     def __init__(self, source: Any, lag: int, weights: Any, version: int) -> None:
         self.source, self.lag = source, check_int("injected_lag", lag, low=1)
-        self.kept: deque[tuple[int, dict[str, torch.Tensor]]] = deque([(int(version), _copy(weights))], maxlen=lag + 1)
+        self.kept: deque[tuple[int, dict[str, torch.Tensor]]] = deque([(int(version), snapshot(weights))],
+                                                                      maxlen=lag + 1)
 
     def next_batch(self, num_trajectories: int) -> tuple[list[Rollout], dict[str, float]]:
         return self.source.next_batch(num_trajectories)
 
     def publish(self, model: Any, version: int) -> None:
         """Keep ``model``'s weights as ``version``; give the engines the oldest kept (``lag`` versions back)."""
-        self.kept.append((int(version), _copy(model)))
+        self.kept.append((int(version), snapshot(model)))
         self.source.publish(self.kept[0][1], self.kept[0][0])
 
     def close(self) -> None:
@@ -204,11 +206,6 @@ class InjectedLag:
         """Restore :meth:`state_dict` and give the engines its oldest weights."""
         self.kept = deque(((int(v), dict(w)) for v, w in kept), maxlen=self.lag + 1)
         self.source.publish(self.kept[0][1], self.kept[0][0])
-
-
-def _copy(weights: Any) -> dict[str, torch.Tensor]:
-    state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
-    return {name: tensor.detach().to("cpu", copy=True) for name, tensor in state.items()}
 
 
 def lag_metrics(rollouts: Sequence[Rollout], learner_version: int) -> dict[str, float]:

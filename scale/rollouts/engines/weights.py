@@ -15,6 +15,12 @@ from typing import Any
 import torch
 
 
+def snapshot(weights: Any, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """A detached copy on ``device`` of ``weights`` (a module or a state dict): the learner goes on training its own."""
+    state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
+    return {name: tensor.detach().to(device, copy=True) for name, tensor in state.items()}
+
+
 class PublishedWeights:
     """The newest published weights of one engine and their version (the learner update that made them).
 
@@ -36,10 +42,9 @@ class PublishedWeights:
 
     def publish(self, weights: Any, version: int) -> None:
         """Copy ``weights`` (a module or a state dict) now; the learner goes on training its own."""
-        state = weights.state_dict() if isinstance(weights, torch.nn.Module) else weights
-        snapshot = {name: tensor.detach().to(self.device, copy=True) for name, tensor in state.items()}
+        state = snapshot(weights, self.device)
         with self._lock:
-            self._pending = (snapshot, int(version))
+            self._pending = (state, int(version))
 
     def load_newest(self, load: Callable[[dict[str, torch.Tensor]], None]) -> int:
         """Call ``load(state)`` if weights were published since the last call; return the version loaded."""
