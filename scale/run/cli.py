@@ -26,7 +26,6 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
 from flashsim.config import add_flags, flag_assignments
@@ -91,17 +90,6 @@ def curve_table(runs: Sequence[str], metric: str) -> str:
     return "\n".join(lines)
 
 
-def resolve_config_path(name: str | None) -> Path | None:
-    """A config path as given, or a bundled preset by name (``tiny_cpu`` → scale/configs/tiny_cpu.yaml)."""
-    if name is None:
-        return None
-    path = Path(name)
-    if path.exists() or path.suffix in (".yaml", ".yml"):
-        return path
-    bundled = resources.files("scale") / "configs" / f"{name}.yaml"
-    return Path(str(bundled)) if bundled.is_file() else path
-
-
 def fleet_failure_message(error: Exception, out: str, last_checkpoint: int | None, argv: Sequence[str]) -> str:
     """What a run stopped by a dead rollout fleet prints: the error (engines, last version delivered), the
     intact checkpoint and the command that resumes from it."""
@@ -115,17 +103,24 @@ def reproduce(args: argparse.Namespace) -> int:
     """``python -m scale reproduce``: run the claims' cells (resumable), then write each claim's summary."""
     from flashsim.experiments.analysis import write_summary
     from flashsim.experiments.runner import run_sweep
-    from scale.run.claims import CELL_METRICS, CLAIMS, build_design, plot_claim_curves, run_cell
+    from scale.run.claims import (
+        TRANSFORMER_CELL_METRICS,
+        TRANSFORMER_CLAIMS,
+        build_transformer_design,
+        plot_claim_curves,
+        run_transformer_cell,
+    )
 
     try:
-        names = list(CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
-        designs = [build_design(name, args.profile, Path(args.out) / "warmups", args.seeds) for name in names]
-        run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress, run=run_cell)
+        names = list(TRANSFORMER_CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
+        designs = [build_transformer_design(name, args.profile, Path(args.out) / "warmups", args.seeds)
+                   for name in names]
+        run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress, run=run_transformer_cell)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for design in designs:
-        primary = write_summary(design, args.out, CELL_METRICS)["primary"]
+        primary = write_summary(design, args.out, TRANSFORMER_CELL_METRICS)["primary"]
         plot_claim_curves(design, args.out)
         print(f"{design.claim}: {primary['comparison']} at {design.headline}: {primary['verdict']}  "
               f"({Path(args.out) / design.claim / 'table.md'})")
@@ -156,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
         return 0
-    from scale.run.config import load_config
+    from scale.run.config import load_config, resolve_config_path
 
     try:
         config = load_config(resolve_config_path(args.config), args.set, flag_assignments(args, args.config_paths))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from scale.rollouts.trajectory import SamplingParams
 
 MODES = ("async", "sync")
 PLACEMENTS = ("threads", "ray")
-ENGINES = ("transformers", "vllm")
+ENGINE_NAMES = ("transformers", "vllm")
+"""The names of :data:`scale.run.build.ENGINES` (here, so that a config is checked without building anything)."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ class RolloutConfig:
         check_int("max_turns", self.max_turns, low=1)
         check_int("injected_lag", self.injected_lag, low=0)
         check_probability("tool_error_rate", self.tool_error_rate)
-        check_choice("engine", self.engine, ENGINES)
+        check_choice("engine", self.engine, ENGINE_NAMES)
         if self.group_size is not None:
             check_int("group_size", self.group_size, low=1)
         check_choice("on_reward_error", self.on_reward_error, ON_REWARD_ERROR)
@@ -151,7 +153,10 @@ class RolloutConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class UpdateConfig:
+    """The ``train`` section: one RL update of the learner (its loss, batch and optimizer). Named apart from the
+    simulator's :class:`flashsim.sim.TrainConfig`, which describes a whole simulated run."""
+
     loss: str = field(default="flash_reinforce", metadata={FORMER: "algo"})
     """A loss of ``flashsim.losses.LOSSES`` (``flash_reinforce``, ``grpo``, ablations)."""
     loss_options: dict[str, Any] = field(default_factory=dict)
@@ -304,7 +309,7 @@ class Config:
     """Supervised warm-up before RL."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """How trajectories are sampled and rewarded."""
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: UpdateConfig = field(default_factory=UpdateConfig)
     """The RL loss and its optimizer."""
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     """How the learner is laid out: replicated or sharded, activation checkpointing, precision."""
@@ -346,3 +351,13 @@ def load_config(
     ``(path, value, is_text)`` from the generated flags (:func:`flashsim.config.load`; see the module docstring)."""
     return configs.load(Config, path, overrides, flags)
 
+
+def resolve_config_path(name: str | None) -> Path | None:
+    """A config path as given, or a bundled preset by name (``tiny_cpu`` → scale/configs/tiny_cpu.yaml)."""
+    if name is None:
+        return None
+    path = Path(name)
+    if path.exists() or path.suffix in (".yaml", ".yml"):
+        return path
+    bundled = resources.files("scale") / "configs" / f"{name}.yaml"
+    return Path(str(bundled)) if bundled.is_file() else path
