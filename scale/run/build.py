@@ -28,7 +28,7 @@ from scale.rollouts.engines.engine_process import EngineProcess
 from scale.rollouts.engines.transformers_engine import TransformersEngine
 from scale.rollouts.prompts import PromptExample, PromptStream, arithmetic_task, load_prompts
 from scale.rollouts.ray_sources import RayRollouts
-from scale.rollouts.rewards import resolve_reward
+from scale.rollouts.rewards import check_reward, resolve_reward
 from scale.rollouts.sources import AsyncRollouts, InjectedLag, SyncRollouts
 from scale.rollouts.tokenizer import CharTokenizer, Tokenizer
 from scale.rollouts.tools import UnreliableCalculator, calculator
@@ -67,11 +67,16 @@ def build(config: Config) -> Parts:
     if config.loop.threads is not None:
         torch.set_num_threads(config.loop.threads)
     data_parallel = init_from_environment(config.model.device, timeout_s=config.train.process_group_timeout_s)
-    model, tokenizer = build_model(config)
+    # The user's files first (prompts, reward, model: cheapest first), so that whatever of them is wrong stops
+    # the run with one error before anything is written.
     train_examples, test_examples = build_data(config)
     r, t, lp = config.rollout, config.train, config.loop
+    reward = resolve_reward(r.reward)
+    if r.on_reward_error == "raise":  # a reward that raises stops the run here
+        check_reward(reward, r.reward, train_examples[0].prompt, train_examples[0].answer)
+    model, tokenizer = build_model(config)
     tool = UnreliableCalculator(r.tool_error_rate, seed=config.seed) if r.tool_error_rate > 0 else calculator
-    settings = RolloutSettings(config.rollout.sampling_params(), resolve_reward(r.reward), config.group_size, r.tools,
+    settings = RolloutSettings(config.rollout.sampling_params(), reward, config.group_size, r.tools,
                                r.max_turns, r.on_reward_error, tool)
     local_engines = 1 if lp.mode == "sync" else 0 if lp.placement == "ray" else lp.num_workers
     engines = [build_engine(config, model, tokenizer, seed=config.seed + 1 + i)
@@ -109,11 +114,7 @@ def build_data(config: Config) -> tuple[list[PromptExample], list[PromptExample]
     if d.train == "arithmetic":
         return arithmetic_task(seed=config.seed, num_train=d.num_train, num_test=d.num_test,
                                max_operand=d.max_operand, operations=d.operations, tool_fraction=d.tool_fraction)
-    train = load_prompts(d.train)
-    test = load_prompts(d.test) if d.test else []
-    if config.warmup.steps > 0 and any(e.solution is None for e in train):
-        raise ValueError("warmup.steps > 0 needs demonstrations, which prompt files do not have; set warmup.steps: 0")
-    return train, test
+    return load_prompts(d.train), load_prompts(d.test) if d.test else []
 
 
 def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int) -> RolloutEngine:

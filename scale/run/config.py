@@ -27,6 +27,8 @@ from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
 MODES = ("async", "sync")
+BUILTIN_WARMUP_STEPS = 300
+"""Supervised warm-up steps on the bundled arithmetic task when ``warmup.steps`` is null."""
 PLACEMENTS = ("threads", "ray")
 ENGINE_NAMES = ("transformers", "vllm")
 """The names of :data:`scale.run.build.ENGINES` (here, so that a config is checked without building anything)."""
@@ -86,8 +88,10 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class WarmupConfig:
-    steps: int = 300
-    """Supervised steps on the demonstrations before RL (0 skips the warm-up)."""
+    steps: int | None = None
+    """Supervised steps on the training data's demonstrations before RL (0: none). Null: the bundled task's
+    :data:`BUILTIN_WARMUP_STEPS` with ``data.train: arithmetic``, 0 with a prompt file, which holds no
+    demonstrations (fine-tune a model on your own first with ``python -m scale warmup``)."""
     batch_size: int = 64
     """Demonstrations per warm-up step."""
     learning_rate: float = field(default=3e-3, metadata={FORMER: "lr"})
@@ -98,7 +102,8 @@ class WarmupConfig:
 
 
     def __post_init__(self) -> None:
-        check_int("steps", self.steps, low=0)
+        if self.steps is not None:
+            check_int("steps", self.steps, low=0)
         check_int("batch_size", self.batch_size, low=1)
         check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
 
@@ -334,6 +339,18 @@ class Config:
                              f"model.device: cuda, got model.device: {self.model.device}")
         if LOSSES[self.train.loss].needs_groups and G < 2:
             raise ValueError(f"rollout.group_size must be >= 2 for {self.train.loss} (group advantages); got {G}")
+        if self.data.train != "arithmetic" and self.warmup.steps:
+            raise ValueError(f"warmup.steps: {self.warmup.steps} needs demonstrations, which the prompt file "
+                             f"data.train: {self.data.train} does not hold; warm up on your own demonstrations "
+                             "first (python -m scale warmup), or leave warmup.steps null")
+
+    @property
+    def warmup_steps(self) -> int:
+        """Supervised warm-up steps: ``warmup.steps``, or when null the bundled task's
+        :data:`BUILTIN_WARMUP_STEPS` (``data.train: arithmetic``) and 0 with a prompt file."""
+        if self.warmup.steps is not None:
+            return self.warmup.steps
+        return BUILTIN_WARMUP_STEPS if self.data.train == "arithmetic" else 0
 
     @property
     def group_size(self) -> int:
