@@ -9,6 +9,8 @@ log-probs apply the LM head themselves and would silently disagree with the engi
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +19,8 @@ from flashsim.validation import check_divisible
 from scale.rollouts.tokenizer import HFTokenizer, Tokenizer
 
 _LOGIT_POSTPROCESSING = ("final_logit_softcapping", "logit_scale", "output_multiplier_scale")
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""A Hugging Face hub id, ``owner/name``: the form a model name that is not on disk must have."""
 
 
 def build_tiny_model(
@@ -57,18 +61,61 @@ def build_tiny_model(
     return model
 
 
+def check_model_source(path_or_id: str) -> None:
+    """Refuse a model that cannot be a Hugging Face model directory or hub id, before anything loads.
+
+    A name that exists on disk must be a directory holding ``config.json`` (what ``save_pretrained`` writes);
+    a name that does not exist must have the form of a hub id (``owner/name``, letters, digits, ``-_.``), so
+    that a mistyped path (``/data/my_model``, ``./my_model``, ``my_model``) is an error naming it rather than a
+    hub request.
+    """
+    path = Path(path_or_id).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"model {path_or_id!r} is a file; expected a model directory (what save_pretrained "
+                             "writes) or a hub id")
+        if not (path / "config.json").is_file():
+            raise ValueError(f"model directory {path_or_id!r} holds no config.json (expected what save_pretrained "
+                             "writes: config.json, the weights, the tokenizer files)")
+        return
+    if not _HUB_ID.fullmatch(path_or_id):
+        raise ValueError(f"model directory {path_or_id!r} does not exist")
+
+
 def load_pretrained(path_or_id: str, *, dtype: str = "auto", device: str = "cpu") -> tuple[Any, HFTokenizer]:
-    """A pretrained causal LM and its tokenizer (a local path, or a hub id the user asked for)."""
+    """A pretrained causal LM and its tokenizer (a local path, or a hub id the user asked for).
+
+    What cannot load (no such directory, a tokenizer or weights that do not load) is a one-line ``ValueError``
+    naming the model and the part that failed.
+    """
     import transformers
     from packaging.version import Version
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_model_source(path_or_id)
+    try:  # the tokenizer first: it is cheap, and its files are the ones a hand-made directory most often lacks
+        hf_tokenizer = AutoTokenizer.from_pretrained(path_or_id)
+    except Exception as error:  # transformers and tokenizers raise many types for a bad or missing file
+        raise ValueError(f"model {path_or_id!r}: its tokenizer cannot load ({_first_line(error)})") from error
+    try:
+        tokenizer = HFTokenizer(hf_tokenizer)
+    except ValueError as error:
+        raise ValueError(f"model {path_or_id!r}: {error}") from error
     torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
     # transformers renamed ``torch_dtype`` to ``dtype`` in 4.56.
     key = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
-    model = AutoModelForCausalLM.from_pretrained(path_or_id, **{key: torch_dtype}).to(device)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path_or_id, **{key: torch_dtype})
+    except Exception as error:
+        raise ValueError(f"model {path_or_id!r}: cannot load a causal language model ({_first_line(error)})"
+                         ) from error
     check_supported(model)
-    return model, HFTokenizer(AutoTokenizer.from_pretrained(path_or_id))
+    return model.to(device), tokenizer
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 def check_supported(model: Any) -> None:

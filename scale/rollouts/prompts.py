@@ -17,6 +17,7 @@ defaults to the last assistant message.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 import threading
@@ -95,59 +96,101 @@ def arithmetic_task(
     return examples[:num_train], examples[num_train:]
 
 
-def _example_from_record(record: dict[str, Any], index: int, source: str) -> PromptExample:
-    """Turn one JSON/parquet record (prompt/answer or chat-messages form) into a :class:`PromptExample`."""
+def _example_from_record(record: Any, where: str, id_default: str) -> PromptExample:
+    """Turn one JSON/parquet record (prompt/answer or chat-messages form) into a :class:`PromptExample`;
+    ``where`` (``FILE:LINE`` or ``FILE record N``) starts every error message."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object with a prompt and an answer; got {type(record).__name__}")
     answer = next((record[k] for k in ANSWER_KEYS if record.get(k) is not None), None)
     if "messages" in record and record["messages"] is not None:
-        messages = [dict(m) for m in record["messages"]]
+        messages = _messages(record["messages"], where)
         if answer is None and messages and messages[-1].get("role") == "assistant":
             answer = messages[-1]["content"]
         while messages and messages[-1].get("role") == "assistant":
             messages.pop()
         if not messages:
-            raise ValueError(f"{source} record {index}: 'messages' holds no user turn")
+            raise ValueError(f"{where}: 'messages' holds no user turn")
         prompt: Any = tuple(messages)
     else:
         prompt = next((record[k] for k in PROMPT_KEYS if record.get(k) is not None), None)
         if prompt is None:
-            raise ValueError(
-                f"{source} record {index}: expected one of {PROMPT_KEYS} or 'messages'; got keys {sorted(record)}"
-            )
+            raise ValueError(f"{where}: expected one of {PROMPT_KEYS} or 'messages'; got keys {sorted(record)}")
         if isinstance(prompt, list):
-            prompt = tuple(dict(m) for m in prompt)
+            prompt = tuple(_messages(prompt, where))
+        elif not isinstance(prompt, str):
+            raise ValueError(f"{where}: the prompt must be text or a list of chat messages; "
+                             f"got {type(prompt).__name__}")
     if answer is None:
-        raise ValueError(f"{source} record {index}: expected one of {ANSWER_KEYS}; got keys {sorted(record)}")
-    return PromptExample(prompt=prompt, answer=str(answer), id=str(record.get("id", f"{source}:{index}")))
+        raise ValueError(f"{where}: expected one of {ANSWER_KEYS}; got keys {sorted(record)}")
+    if not isinstance(answer, (str, int, float)) or isinstance(answer, bool):
+        raise ValueError(f"{where}: the answer must be text or a number; got {type(answer).__name__}")
+    return PromptExample(prompt=prompt, answer=str(answer), id=str(record.get("id", id_default)))
 
 
-def load_prompts(path: str | Path) -> list[PromptExample]:
-    """Read prompts from ``.jsonl`` / ``.json`` (one object per line, or a list) or ``.parquet``."""
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"prompt file {str(path)!r} does not exist")
+def _messages(messages: Any, where: str) -> list[dict[str, str]]:
+    """Chat messages as a list of dicts with a ``role`` and a text ``content``."""
+    if not isinstance(messages, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages):
+        raise ValueError(f"{where}: chat messages must be a list of {{\"role\": ..., \"content\": ...}} objects "
+                         f"with text values; got {str(messages)[:80]}")
+    return [dict(m) for m in messages]
+
+
+def _records(path: Path) -> list[tuple[str, Any]]:
+    """The file's records, each with where it is (``FILE:LINE`` for JSON lines, ``FILE record N`` otherwise)."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        records = pq.read_table(path).to_pylist()
-    elif suffix in (".jsonl", ".json"):
-        text = path.read_text()
-        stripped = text.lstrip()
-        if stripped.startswith("["):
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as error:  # pyarrow raises its own error types for a damaged file
+            raise ValueError(f"{path}: not a readable parquet file ({type(error).__name__}: {error})") from error
+        return [(f"{path} record {i}", row) for i, row in enumerate(rows)]
+    if suffix not in (".jsonl", ".json"):
+        raise ValueError(f"a prompt file must end in .jsonl, .json or .parquet; got {str(path)!r}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+    if text.lstrip().startswith("["):
+        try:
             records = json.loads(text)
-        else:
-            records = []
-            for line_number, line in enumerate(text.splitlines(), start=1):
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as error:
-                        raise ValueError(f"{path}:{line_number}: not valid JSON ({error.msg})") from error
-    else:
-        raise ValueError(f"prompt file must end in .jsonl, .json or .parquet; got {str(path)!r}")
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from error
+        return [(f"{path} record {i}", record) for i, record in enumerate(records)]
+    records = []
+    for line_number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append((f"{path}:{line_number}", json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{line_number}: not valid JSON ({error.msg})") from error
+    return records
+
+
+def load_prompts(path: str | Path) -> list[PromptExample]:
+    """Read prompts from ``.jsonl`` / ``.json`` (one object per line, or a list) or ``.parquet``.
+
+    A missing file, invalid JSON or a record without a prompt or an answer is a ``ValueError`` naming the file
+    and the line (``FILE:LINE``; ``FILE record N`` in a JSON list or parquet file).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"prompt file {str(path)!r} does not exist" if not path.exists()
+                         else f"prompt file {str(path)!r} is not a file")
+    records = _records(path)
     if not records:
         raise ValueError(f"prompt file {str(path)!r} holds no records")
-    return [_example_from_record(r, i, path.name) for i, r in enumerate(records)]
+    return [_example_from_record(record, where, f"{path.name}:{i}") for i, (where, record) in enumerate(records)]
+
+
+def load_demonstrations(path: str | Path) -> list[PromptExample]:
+    """Your own demonstrations for the supervised warm-up (``python -m scale warmup``): a prompt file whose
+    answers are the completions to learn (``{"prompt": ..., "answer": ...}`` or chat ``messages`` ending in
+    the assistant's answer), read as :func:`load_prompts` reads it."""
+    return [dataclasses.replace(e, solution=e.answer) for e in load_prompts(path)]
 
 
 class PromptStream:

@@ -18,10 +18,13 @@ caller drops the trajectory and counts it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import re
 from collections.abc import Callable
 from fractions import Fraction
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from flashsim.validation import check_choice
@@ -126,20 +129,55 @@ BUILTIN_REWARDS: dict[str, RewardFn] = {"math": math_reward}
 
 
 def resolve_reward(spec: str) -> RewardFn:
-    """A reward function from a built-in name (``"math"``) or an import path ``"package.module:function"``."""
+    """A reward function from a built-in name (``"math"``), a file (``"my_rewards.py:score"``) or an importable
+    module (``"package.module:score"``; the working directory is importable under ``python -m scale``).
+
+    A file is loaded as a module of its own (not added to ``sys.modules``), so it needs no ``PYTHONPATH``.
+    A missing file, a module that fails to import (whatever it raises) or a missing function is a one-line
+    ``ValueError`` naming ``spec``.
+    """
     if spec in BUILTIN_REWARDS:
         return BUILTIN_REWARDS[spec]
-    if ":" not in spec:
-        raise ValueError(f"reward must be one of {sorted(BUILTIN_REWARDS)} or 'module:function'; got {spec!r}")
-    module_name, _, attribute = spec.partition(":")
+    source, _, attribute = spec.rpartition(":")
+    if not source or not attribute:
+        raise ValueError(f"reward must be one of {sorted(BUILTIN_REWARDS)}, 'file.py:function' or "
+                         f"'module:function'; got {spec!r}")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"reward {spec!r}: cannot import module {module_name!r} ({error})") from error
+        module = _load_file(source) if source.endswith(".py") or "/" in source else importlib.import_module(source)
+    except ValueError:
+        raise
+    except Exception as error:  # the user's module runs at import and may raise anything
+        raise ValueError(f"reward {spec!r}: cannot import {source!r} ({type(error).__name__}: {error})") from error
     fn = getattr(module, attribute, None)
     if not callable(fn):
-        raise ValueError(f"reward {spec!r}: module {module_name!r} has no callable {attribute!r}")
+        raise ValueError(f"reward {spec!r}: {source!r} has no function {attribute!r}")
     return fn
+
+
+def _load_file(path: str) -> ModuleType:
+    """The module in the Python file ``path``, run once; kept out of ``sys.modules``, so that Ray actors receive
+    its functions by value (an actor could not import it by name)."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"reward file {path!r} does not exist")
+    spec = importlib.util.spec_from_file_location(f"scale_reward_{file.stem}", file)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"reward file {path!r} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_reward(fn: RewardFn, spec: str, example_prompt: Any, example_answer: str) -> None:
+    """Call the reward on one training prompt, with the reference answer and with an empty response as the
+    model's, so that a reward that raises or returns a non-number stops the run before anything is written
+    (:class:`RewardError`, one line naming ``spec``)."""
+    for response in (example_answer, ""):
+        try:
+            score(fn, example_prompt, response, example_answer)
+        except RewardError as error:
+            raise RewardError(f"reward {spec!r} failed on the first training prompt with the response "
+                              f"{response!r}: {error}") from None
 
 
 def score(fn: RewardFn, prompt: Any, response: str, answer: str, *, on_error: str = "raise") -> float | None:

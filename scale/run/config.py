@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,11 @@ from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
 MODES = ("async", "sync")
+BUILTIN_WARMUP_STEPS = 300
+"""Supervised warm-up steps on the bundled arithmetic task when ``warmup.steps`` is null."""
 PLACEMENTS = ("threads", "ray")
-ENGINES = ("transformers", "vllm")
+ENGINE_NAMES = ("transformers", "vllm")
+"""The names of :data:`scale.run.build.ENGINES` (here, so that a config is checked without building anything)."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,10 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class WarmupConfig:
-    steps: int = 300
-    """Supervised steps on the demonstrations before RL (0 skips the warm-up)."""
+    steps: int | None = None
+    """Supervised steps on the training data's demonstrations before RL (0: none). Null: the bundled task's
+    :data:`BUILTIN_WARMUP_STEPS` with ``data.train: arithmetic``, 0 with a prompt file, which holds no
+    demonstrations (fine-tune a model on your own first with ``python -m scale warmup``)."""
     batch_size: int = 64
     """Demonstrations per warm-up step."""
     learning_rate: float = field(default=3e-3, metadata={FORMER: "lr"})
@@ -96,7 +102,8 @@ class WarmupConfig:
 
 
     def __post_init__(self) -> None:
-        check_int("steps", self.steps, low=0)
+        if self.steps is not None:
+            check_int("steps", self.steps, low=0)
         check_int("batch_size", self.batch_size, low=1)
         check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
 
@@ -138,7 +145,7 @@ class RolloutConfig:
         check_int("max_turns", self.max_turns, low=1)
         check_int("injected_lag", self.injected_lag, low=0)
         check_probability("tool_error_rate", self.tool_error_rate)
-        check_choice("engine", self.engine, ENGINES)
+        check_choice("engine", self.engine, ENGINE_NAMES)
         if self.group_size is not None:
             check_int("group_size", self.group_size, low=1)
         check_choice("on_reward_error", self.on_reward_error, ON_REWARD_ERROR)
@@ -151,7 +158,10 @@ class RolloutConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class UpdateConfig:
+    """The ``train`` section: one RL update of the learner (its loss, batch and optimizer). Named apart from the
+    simulator's :class:`flashsim.sim.TrainConfig`, which describes a whole simulated run."""
+
     loss: str = field(default="flash_reinforce", metadata={FORMER: "algo"})
     """A loss of ``flashsim.losses.LOSSES`` (``flash_reinforce``, ``grpo``, ablations)."""
     loss_options: dict[str, Any] = field(default_factory=dict)
@@ -304,7 +314,7 @@ class Config:
     """Supervised warm-up before RL."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """How trajectories are sampled and rewarded."""
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: UpdateConfig = field(default_factory=UpdateConfig)
     """The RL loss and its optimizer."""
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     """How the learner is laid out: replicated or sharded, activation checkpointing, precision."""
@@ -329,6 +339,18 @@ class Config:
                              f"model.device: cuda, got model.device: {self.model.device}")
         if LOSSES[self.train.loss].needs_groups and G < 2:
             raise ValueError(f"rollout.group_size must be >= 2 for {self.train.loss} (group advantages); got {G}")
+        if self.data.train != "arithmetic" and self.warmup.steps:
+            raise ValueError(f"warmup.steps: {self.warmup.steps} needs demonstrations, which the prompt file "
+                             f"data.train: {self.data.train} does not hold; warm up on your own demonstrations "
+                             "first (python -m scale warmup), or leave warmup.steps null")
+
+    @property
+    def warmup_steps(self) -> int:
+        """Supervised warm-up steps: ``warmup.steps``, or when null the bundled task's
+        :data:`BUILTIN_WARMUP_STEPS` (``data.train: arithmetic``) and 0 with a prompt file."""
+        if self.warmup.steps is not None:
+            return self.warmup.steps
+        return BUILTIN_WARMUP_STEPS if self.data.train == "arithmetic" else 0
 
     @property
     def group_size(self) -> int:
@@ -346,3 +368,13 @@ def load_config(
     ``(path, value, is_text)`` from the generated flags (:func:`flashsim.config.load`; see the module docstring)."""
     return configs.load(Config, path, overrides, flags)
 
+
+def resolve_config_path(name: str | None) -> Path | None:
+    """A config path as given, or a bundled preset by name (``tiny_cpu`` → scale/configs/tiny_cpu.yaml)."""
+    if name is None:
+        return None
+    path = Path(name)
+    if path.exists() or path.suffix in (".yaml", ".yml"):
+        return path
+    bundled = resources.files("scale") / "configs" / f"{name}.yaml"
+    return Path(str(bundled)) if bundled.is_file() else path

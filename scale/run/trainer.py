@@ -130,10 +130,11 @@ class Trainer:
         """Supervised warm-up, evaluation "update 0" and the first checkpoint."""
         w, p = self.config.warmup, self.parts
         start = time.perf_counter()
-        bar = ProgressBar(w.steps, description="warm-up", unit="step", enabled=self.config.log.progress)
+        steps = self.config.warmup_steps
+        bar = ProgressBar(steps, description="warm-up", unit="step", enabled=self.config.log.progress)
 
         def train() -> list[float]:
-            return warmup(p.model, p.tokenizer, p.train_examples, steps=w.steps, batch_size=w.batch_size,
+            return warmup(p.model, p.tokenizer, p.train_examples, steps=steps, batch_size=w.batch_size,
                           lr=w.learning_rate, rng=np.random.default_rng([self.config.seed, 1]),
                           chunk_size=self.config.train.chunk_size,
                           callback=lambda step, loss: bar.advance(loss=f"{loss:.3f}"),
@@ -147,7 +148,7 @@ class Trainer:
         else:  # everything the warm-up depends on (not the cache folder itself)
             c = self.config
             settings = {"seed": c.seed, "model": to_dict(c.model), "data": to_dict(c.data),
-                        "warmup": {**to_dict(w), "cache": None}, "chunk_size": c.train.chunk_size}
+                        "warmup": {**to_dict(w), "steps": steps, "cache": None}, "chunk_size": c.train.chunk_size}
             losses = shared_warmup(w.cache, settings, p.model, train)
         bar.close()
         if p.data_parallel and not p.learner.sharded:  # FSDP ranks warmed up their shards together

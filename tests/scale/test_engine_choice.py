@@ -68,3 +68,33 @@ def test_the_7b_tool_use_recipe_is_a_valid_sharded_configuration():
     assert (config.learner.parallel, config.learner.activation_checkpointing, config.learner.mixed_precision) == \
            ("fsdp", True, True)
     assert config.train.batch_size % 4 == 0  # 4 learner ranks
+
+
+def test_the_engine_table_names_exactly_the_engines_the_config_accepts():
+    from scale.run.build import ENGINES
+    from scale.run.config import ENGINE_NAMES
+
+    assert tuple(ENGINES) == ENGINE_NAMES
+
+
+def test_build_engine_refuses_a_name_missing_from_the_table_instead_of_falling_back_to_vllm(tokenizer):
+    from scale.learner.model import build_tiny_model
+    from scale.run.build import build_engine
+    from scale.run.config import load_config
+
+    config = load_config(None)
+    object.__setattr__(config.rollout, "engine", "sglang")  # past the config's own check, as a caller could
+    model = build_tiny_model(tokenizer, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16)
+    with pytest.raises(ValueError, match="rollout.engine must be one of transformers, vllm; got 'sglang'"):
+        build_engine(config, model, tokenizer, seed=0)
+
+
+def test_every_engine_shares_one_published_weights_base():
+    from scale.rollouts.engines.engine_process import EngineProcess
+    from scale.rollouts.engines.transformers_engine import TransformersEngine
+    from scale.rollouts.engines.vllm_engine import VLLMEngine
+    from scale.rollouts.engines.weights import EngineBase
+
+    for engine in (TransformersEngine, VLLMEngine, EngineProcess):
+        assert issubclass(engine, EngineBase)
+        assert "version" not in vars(engine) and "update_weights" not in vars(engine)

@@ -68,7 +68,7 @@ def test_custom_reward_functions_resolve_by_import_path():
 
 
 @pytest.mark.parametrize("spec, message", [("nope", "module:function"), ("no_such_module_x:f", "cannot import"),
-                                           ("scale.rollouts.rewards:missing", "no callable")],
+                                           ("scale.rollouts.rewards:missing", "has no function .missing.")],
                          ids=["bare-name", "missing-module", "missing-function"])
 def test_unknown_reward_functions_raise_value_errors(spec, message):
     with pytest.raises(ValueError, match=message):

@@ -65,3 +65,17 @@ def test_each_wing_imports_only_the_wings_below_it(wing):
     for path in sorted((ROOT / "scale" / wing).rglob("*.py")):
         for module in _imported_modules(path):
             assert not module.startswith(WINGS[wing]), f"{path.relative_to(ROOT)} imports {module}"
+
+
+def test_the_run_modules_import_each_other_without_a_circle():
+    """``python -m scale``'s front end (``cli``) imports the rest of ``scale/run`` and nothing imports it back."""
+    run = ROOT / "scale" / "run"
+    imports = {path.stem: {m.rsplit(".", 1)[1] for m in _imported_modules(path) if m.startswith("scale.run.")}
+               for path in run.glob("*.py") if path.stem != "__init__"}
+    importers_of_cli = sorted(name for name, modules in imports.items() if "cli" in modules)
+    assert importers_of_cli == []
+
+    def reaches(start, goal, seen=()):
+        return any(m == goal or (m not in seen and reaches(m, goal, (*seen, m))) for m in imports.get(start, ()))
+
+    assert [name for name in imports if reaches(name, name)] == []

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("yaml")
 
 from flashsim.config import to_dict  # noqa: E402
-from scale.run.claims import C2_LAG, C3_MAX_NEW_TOKENS, CLAIMS, build_design  # noqa: E402
+from scale.run.claims import C2_LAG, C3_MAX_NEW_TOKENS, TRANSFORMER_CLAIMS, build_transformer_design  # noqa: E402
 
 WARMUP_SECTIONS = ("model", "data", "warmup")  # everything the shared warm-up depends on, with the seed
 
@@ -16,10 +16,10 @@ WARMUP_SECTIONS = ("model", "data", "warmup")  # everything the shared warm-up d
 @pytest.fixture(scope="module")
 def designs(tmp_path_factory):
     warmups = tmp_path_factory.mktemp("warmups")
-    return {claim: build_design(claim, "full", warmups) for claim in CLAIMS}
+    return {claim: build_transformer_design(claim, "full", warmups) for claim in TRANSFORMER_CLAIMS}
 
 
-@pytest.mark.parametrize("claim", CLAIMS)
+@pytest.mark.parametrize("claim", TRANSFORMER_CLAIMS)
 def test_every_arm_runs_the_same_ten_seeds_from_the_same_warmup(designs, claim):
     design = designs[claim]
     assert design.seeds == tuple(range(10))
@@ -34,7 +34,7 @@ def test_every_arm_runs_the_same_ten_seeds_from_the_same_warmup(designs, claim):
         assert all(w == warmups[0] for w in warmups), f"{claim}: the arms of seed {seed} warm up differently"
 
 
-@pytest.mark.parametrize("claim", CLAIMS)
+@pytest.mark.parametrize("claim", TRANSFORMER_CLAIMS)
 def test_the_arms_of_a_seed_differ_only_in_their_own_overrides(designs, claim):
     design = designs[claim]
     knob = design.knob_value(design.headline)
@@ -61,3 +61,15 @@ def test_the_flash_reinforce_runs_of_c1_c4_and_c9_are_one_config_so_they_run_onc
 
     assert configs("C1", "flash") == configs("C4", "signed") == configs("C9", "flash")
     assert configs("C1", "grpo") == configs("C9", "grpo")
+
+
+def test_every_arm_that_sets_a_group_size_takes_its_loss_from_the_registry_and_grpo_says_g_4(designs):
+    from flashsim.losses import LOSSES
+    from scale.run.claims import C1_GRPO_GROUP_SIZE
+
+    assert C1_GRPO_GROUP_SIZE == 4 != LOSSES["grpo"].group_size  # the claims' G is their own, written in the arm
+    for claim in ("C1", "C9"):
+        for arm in designs[claim].arms:
+            loss, group_size = arm.overrides["train.loss"], arm.overrides["rollout.group_size"]
+            assert loss in LOSSES
+            assert group_size == (C1_GRPO_GROUP_SIZE if loss == "grpo" else LOSSES[loss].group_size)

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from scale.rollouts.engines.weights import PublishedWeights
+from scale.rollouts.engines.weights import EngineBase
 from scale.rollouts.trajectory import RolloutEngine, SamplingParams, Trajectory
 
 LAUNCHER_ENVIRONMENT = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
@@ -59,7 +59,7 @@ def _serve(connection: Any, build: Callable[[], RolloutEngine], threads: int) ->
             connection.send(("error", traceback.format_exc()))
 
 
-class EngineProcess:
+class EngineProcess(EngineBase):
     """The engine ``build()`` returns, built and run in a child process; same interface as the engine.
 
     Args:
@@ -76,15 +76,7 @@ class EngineProcess:
         self.process.start()
         child.close()  # the parent's copy: the child's exit then reads as end-of-file here
         self._receive("start")
-        self._weights = PublishedWeights("cpu")
-
-    @property
-    def version(self) -> int:
-        return self._weights.version
-
-    def update_weights(self, weights: Any, version: int) -> None:
-        """Publish ``weights`` (a module or a state dict) as ``version``; sent to the child by the next generate."""
-        self._weights.publish(weights, version)
+        super().__init__("cpu")
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Trajectory]:
         """The child engine's trajectories, sampled from the newest published weights."""

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from flashsim.validation import check_int
-from scale.rollouts.engines.weights import PublishedWeights
+from scale.rollouts.engines.weights import EngineBase
 from scale.rollouts.tokenizer import Tokenizer
 from scale.rollouts.trajectory import SamplingParams, Trajectory
 
@@ -54,7 +54,7 @@ def sample_tokens(
     return tokens, log_probs.gather(-1, tokens[:, None]).squeeze(-1)
 
 
-class TransformersEngine:
+class TransformersEngine(EngineBase):
     """Samples trajectories from its own copy of a ``transformers`` causal LM.
 
     Args:
@@ -78,15 +78,7 @@ class TransformersEngine:
         self.max_batch_size = max_batch_size
         self.generator = torch.Generator(self.device).manual_seed(seed)
         self._cache_keyword = _cache_keyword(self.model)
-        self._weights = PublishedWeights(self.device)
-
-    @property
-    def version(self) -> int:
-        return self._weights.version
-
-    def update_weights(self, weights: Any, version: int) -> None:
-        """Publish ``weights`` (a module or a state dict) as ``version``; copied now, loaded lazily."""
-        self._weights.publish(weights, version)
+        super().__init__(self.device)
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Trajectory]:
         """One trajectory per prompt, sampled from the newest published weights."""

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from scale.rollouts.engines.weights import PublishedWeights
+from scale.rollouts.engines.weights import EngineBase
 from scale.rollouts.tokenizer import HFTokenizer, Tokenizer
 from scale.rollouts.trajectory import SamplingParams, Trajectory
 
@@ -65,7 +65,7 @@ def _import_vllm() -> Any:
     return vllm
 
 
-class VLLMEngine:
+class VLLMEngine(EngineBase):
     """Samples with a vLLM ``LLM`` built from ``model`` (a local directory with HF weights, or a hub id).
 
     Args:
@@ -93,15 +93,7 @@ class VLLMEngine:
         # vLLM's CPU attention checks that its kernels run with the torch thread count it planned with;
         # a rollout thread starts with the process default, so generate() restores the count seen here.
         self._threads = torch.get_num_threads()
-        self._weights = PublishedWeights("cpu")
-
-    @property
-    def version(self) -> int:
-        return self._weights.version
-
-    def update_weights(self, weights: Any, version: int) -> None:
-        """Publish ``weights`` (a module or a state dict, Hugging Face names) as ``version``; loaded lazily."""
-        self._weights.publish(weights, version)
+        super().__init__("cpu")
 
     def _reload(self, state: dict[str, torch.Tensor]) -> None:
         self.llm.collective_rpc("reload_weights",

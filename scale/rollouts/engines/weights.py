@@ -54,3 +54,27 @@ class PublishedWeights:
                 state, self._loaded_version = pending
                 load(state)
             return self._loaded_version
+
+
+class EngineBase:
+    """What every rollout engine shares: its newest published weights and their version.
+
+    A subclass calls ``super().__init__(device)`` and, at the start of each ``generate``, loads the newest
+    weights with ``self._weights.load_newest(load)``, sampling the whole call with the version that returns.
+
+    Args:
+        device: where the published copy is kept (the engine's device; vLLM and a child process take CPU tensors).
+    """
+
+    def __init__(self, device: str | torch.device = "cpu") -> None:
+        self._weights = PublishedWeights(device)
+
+    @property
+    def version(self) -> int:
+        """The version the engine samples with from its next call on."""
+        return self._weights.version
+
+    def update_weights(self, weights: Any, version: int) -> None:
+        """Publish ``weights`` (a module or a state dict, Hugging Face names) as ``version``: copied now, loaded
+        by the next ``generate``."""
+        self._weights.publish(weights, version)
