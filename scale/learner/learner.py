@@ -215,7 +215,7 @@ class Learner:
         num_tokens = sum(r.trajectory.num_actions for r in rollouts)
         # Advantages and denominators over the global batch (all ranks), then this rank's shard of them.
         batch_info = gather_batch(rewards, group_ids, num_tokens, data_parallel=self.data_parallel)
-        advantages = self.loss_fn.advantage(batch_info.rewards, batch_info.group_ids)
+        advantages = self.loss_fn.compute_advantages(batch_info.rewards, batch_info.group_ids, self.loss_options)
         advantages = advantages[batch_info.offset : batch_info.offset + len(rollouts)]
         scale = data_parallel_scale(self.data_parallel)
         size = self.microbatch_size or len(rollouts)

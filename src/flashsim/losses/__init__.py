@@ -7,7 +7,9 @@ global state, no ``.item()``. The simulator and ``scale/`` train through these f
   the ablations as named options; the token quantities (ratio, Bernoulli KL), the one-batch advantage
   and the aggregation modes it is made of;
 - :mod:`~flashsim.losses.grpo` — :func:`grpo_loss` and the group baselines (GRPO, Dr. GRPO, RLOO);
-- :mod:`~flashsim.losses.registry` — every algorithm and ablation by name (:data:`LOSSES`), one row of data each.
+- :mod:`~flashsim.losses.registry` — every algorithm and ablation by name (:data:`LOSSES`), one row of data each,
+  and :func:`check_loss_options`, the one check of a row's options;
+- :mod:`~flashsim.losses.validation` — each loss's options with the check of each value, and the input checks.
 
 Glossary: B trajectories, G group size, T token slots, L policy lag, δ gate threshold.
 """
@@ -16,7 +18,6 @@ from flashsim.losses.grpo import group_centered, group_normalized, grpo_loss, le
 from flashsim.losses.loss import (
     AGGREGATIONS,
     GATES,
-    LossSpec,
     aggregate,
     batch_centered,
     bernoulli_kl,
@@ -29,10 +30,10 @@ from flashsim.losses.loss import (
     sequence_mean,
     token_weights,
 )
-from flashsim.losses.registry import LOSSES, get_loss
+from flashsim.losses.registry import LOSSES, LossSpec, check_loss_options, get_loss
 
 __all__ = [
-    "AGGREGATIONS", "GATES", "LOSSES", "LossSpec", "aggregate", "batch_centered", "bernoulli_kl",
+    "AGGREGATIONS", "GATES", "LOSSES", "LossSpec", "aggregate", "batch_centered", "bernoulli_kl", "check_loss_options",
     "effective_sample_size", "flash_reinforce_loss", "get_loss", "group_centered", "group_normalized", "grpo_loss",
     "leave_one_out", "log_importance_ratio", "negative_token_filter", "positive_only", "sampled_action_kl",
     "sequence_mean", "token_weights",

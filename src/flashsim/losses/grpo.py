@@ -12,15 +12,8 @@ import torch
 from torch import Tensor
 
 from flashsim import validation as check
-from flashsim.losses.loss import (
-    AGGREGATIONS,
-    Tokens,
-    aggregate,
-    check_overflow,
-    compute_dtype,
-    promoted,
-    resolve_advantages,
-)
+from flashsim.losses.loss import Tokens, aggregate, compute_dtype, promoted, resolve_advantages
+from flashsim.losses.validation import check_grpo_options, check_overflow
 
 # GRPO's ε added to the group std (DeepSeekMath): keeps a group whose rewards are all equal at
 # advantage 0 instead of 0/0.
@@ -94,23 +87,19 @@ def grpo_loss(
     >>> stats["advantages"].round(decimals=4).tolist(), loss.item() == 0.0
     ([0.7071, -0.7071, 0.0, 0.0], True)
     """
-    check.check_real("kl_coef", kl_coef, low=0.0, finite=False)
-    check.check_real("std_eps", std_eps, low=0.0, finite=False)
+    options = check_grpo_options(dict(
+        clip_eps=clip_eps, clip_eps_high=clip_eps_high, scale_by_std=scale_by_std, std_eps=std_eps,
+        aggregation=aggregation, max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp, kl_coef=kl_coef))
+    low = options["clip_eps"]
+    high = low if clip_eps_high is None else options["clip_eps_high"]
     if advantages is None and group_ids is None:
         raise ValueError("grpo_loss needs group_ids [B] to form groups (or precomputed advantages=)")
 
     def estimator(r: Tensor, g: Tensor | None) -> Tensor:
-        return group_normalized(r, g, scale_by_std=scale_by_std, eps=std_eps)
+        return group_normalized(r, g, scale_by_std=scale_by_std, std_eps=std_eps)
 
     A = resolve_advantages(rewards, advantages, log_probs, estimator, group_ids, validate=validate)
     check.check_loss_inputs(log_probs, old_log_probs, action_mask, A)
-    check.check_choice("aggregation", aggregation, AGGREGATIONS)
-    low = check.check_real("clip_eps", clip_eps, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False,
-                          finite=False)
-    high = low if clip_eps_high is None else check.check_real("clip_eps_high", clip_eps_high, low=0.0,
-                                                               low_inclusive=False, finite=False)
-    if log_ratio_clamp is not None:
-        check.check_real("log_ratio_clamp", log_ratio_clamp, low=0.0, low_inclusive=False, finite=False)
     if validate:
         check.check_loss_values(log_probs, old_log_probs, action_mask, A)
 
@@ -149,7 +138,7 @@ def k3_to_reference(log_probs: Tensor, reference_log_probs: Tensor, action_mask:
 
 
 def group_normalized(
-    rewards: Tensor, group_ids: Tensor | None = None, *, scale_by_std: bool = True, eps: float = GROUP_STD_EPS
+    rewards: Tensor, group_ids: Tensor | None = None, *, scale_by_std: bool = True, std_eps: float = GROUP_STD_EPS
 ) -> Tensor:
     """GRPO advantage: ``A_i = (R_i − mean_g R) / (std_g R + ε)`` over the trajectory's group g.
 
@@ -170,7 +159,7 @@ def group_normalized(
         return centered
     std = torch.sqrt(group_sum(centered * centered, index, k) / (sizes - 1).clamp(min=1))
     singleton = (counts == 1)[index]
-    return torch.where(singleton, torch.zeros_like(centered), centered / (std[index] + eps))
+    return torch.where(singleton, torch.zeros_like(centered), centered / (std[index] + std_eps))
 
 
 def group_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:

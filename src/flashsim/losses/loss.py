@@ -12,22 +12,25 @@ Glossary: B trajectories, T token slots, T_i policy tokens of trajectory i, μ t
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from flashsim import validation as check
+from flashsim.losses.validation import (
+    AGGREGATIONS,
+    check_filter,
+    check_flash_reinforce_options,
+    check_overflow,
+)
 
 # Probabilities are clamped into [KL_PROB_CLAMP, 1 − KL_PROB_CLAMP] before the Bernoulli KL (as in
 # FlashREINFORCE): at p or q = 0 or 1 the log terms are infinite, and at 1 − p = 1e-7 float32
 # cancellation makes (1 − p) meaningless anyway.
 KL_PROB_CLAMP = 1e-6
 
-GATES = ("sequence", "token", "none")
-"""Values of ``gate=``: the paper's Sequence Trust Region, its token-local ablation, no gate."""
 
 
 def flash_reinforce_loss(
@@ -100,11 +103,12 @@ def flash_reinforce_loss(
     >>> round(loss.item(), 4), stats["advantages"].tolist(), stats["admitted"].tolist()
     (-0.1733, [0.5, -0.5], [True, True])
     """
-    check.check_choice("gate", gate, GATES)
+    check_flash_reinforce_options(dict(
+        delta=delta, gate=gate, aggregation=aggregation, importance_sampling=importance_sampling, tis_cap=tis_cap,
+        ratio_bounds=ratio_bounds, max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp,
+        negative_token_fraction=negative_token_fraction))
     A = resolve_advantages(rewards, advantages, log_probs, batch_centered, validate=validate)  # A_i = R_i − mean R
     check.check_loss_inputs(log_probs, behavior_log_probs, action_mask, A)
-    check.check_choice("aggregation", aggregation, AGGREGATIONS)
-    _check_options(delta, tis_cap, ratio_bounds, log_ratio_clamp)
     check_filter(negative_token_fraction, entropies, failures, log_probs)
     if validate:
         check.check_loss_values(log_probs, behavior_log_probs, action_mask, A, entropies)
@@ -335,16 +339,6 @@ def resolve_advantages(
 
 # ----------------------------------------------------------------------------- aggregation
 
-AGGREGATIONS = ("sample_mean", "token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
-"""How per-token terms become one scalar. Every mode gives the tokens of trajectory i one weight u_i:
-
-- ``sample_mean``: ``u_i = 1 / (B · T_i)`` (FlashREINFORCE; DeepSeekMath GRPO; TRL ``"grpo"``). Every
-  trajectory weighs the same whatever its length; per token, a long trajectory weighs 1/T_i less.
-- ``token_mean``: ``u_i = 1 / Σ_j T_j`` (DAPO; TRL's default). Trajectory i weighs ∝ T_i, so long
-  trajectories (often long failures) dominate: the length blow-up of the article's §4.3.
-- ``seq_mean_token_sum``: ``u_i = 1 / B``, the plain REINFORCE estimate of ∇J; its scale grows with length.
-- ``seq_mean_token_sum_norm``: ``u_i = 1 / (B · T_max)`` (Dr. GRPO; TRL ``"dr_grpo"``), T_max the budget.
-"""
 
 
 def token_weights(
@@ -352,6 +346,15 @@ def token_weights(
     num_tokens: float | Tensor | None = None, max_tokens: float | Tensor | None = None,
 ) -> Tensor:
     """``weights_it = u_i`` on policy tokens, 0 on padding: ``aggregate(v) = Σ_it weights_it v_it``.
+
+    Every mode of :data:`AGGREGATIONS` gives the tokens of trajectory i one weight u_i:
+
+    - ``sample_mean``: ``u_i = 1 / (B · T_i)`` (FlashREINFORCE; DeepSeekMath GRPO; TRL ``"grpo"``). Every
+      trajectory weighs the same whatever its length; per token, a long trajectory weighs 1/T_i less.
+    - ``token_mean``: ``u_i = 1 / Σ_j T_j`` (DAPO; TRL's default). Trajectory i weighs ∝ T_i, so long
+      trajectories (often long failures) dominate: the length blow-up of the article's §4.3.
+    - ``seq_mean_token_sum``: ``u_i = 1 / B``, the plain REINFORCE estimate of ∇J; its scale grows with length.
+    - ``seq_mean_token_sum_norm``: ``u_i = 1 / (B · T_max)`` (Dr. GRPO; TRL ``"dr_grpo"``), T_max the budget.
 
     Distributed and microbatched callers pass the *global* denominators (``num_sequences`` = global B,
     ``num_tokens`` = global token count, ``max_tokens`` = the generation budget; defaults: this batch's
@@ -390,96 +393,3 @@ def aggregate(
     weights = token_weights(action_mask, mode, dtype=values.dtype, num_sequences=num_sequences,
                             num_tokens=num_tokens, max_tokens=max_tokens)
     return (torch.where(action_mask, values, 0.0) * weights).sum()
-
-
-# ----------------------------------------------------------------------------- the registry's row type
-
-
-@dataclass(frozen=True)
-class LossSpec:
-    """One named loss of :data:`flashsim.losses.LOSSES`: a loss function, its advantage, its fixed options.
-
-    Calling it computes the advantages with ``advantage`` (unless ``advantages=`` is given) and calls
-    ``loss`` with ``options`` overridden by the caller's::
-
-        spec(log_probs, behavior_log_probs, rewards, action_mask, group_ids=None, **options) -> (loss, stats)
-    """
-
-    loss: Callable[..., tuple[Tensor, dict[str, Tensor]]]
-    advantage: Callable[[Tensor, Tensor | None], Tensor]
-    description: str
-    options: Mapping[str, object] = field(default_factory=dict)
-    group_size: int = 1
-    """Rollouts per prompt G that the algorithm samples by default (8 for the GRPO family, 1 otherwise)."""
-    needs_groups: bool = False
-    """True when the advantage can only be formed from sibling rollouts (``group_ids``)."""
-
-    def resolved(self, options: Mapping[str, object] = {}) -> dict[str, object]:  # noqa: B006 (read only)
-        """Every keyword option a call with ``options`` runs with: the function's defaults, the row's, the caller's."""
-        defaults = {name: p.default for name, p in inspect.signature(self.loss).parameters.items()
-                    if p.kind is p.KEYWORD_ONLY}
-        return {**defaults, **self.options, **options}
-
-    def check_options(self, options: Mapping[str, object], name: str = "loss_options") -> None:
-        """Every key of ``options`` is a keyword option of the loss function (else a ValueError listing them)."""
-        known = self.resolved()
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise ValueError(f"{name} has {', '.join(map(repr, unknown))}, which {self.loss.__name__} does not take; "
-                             f"its options are {', '.join(sorted(known))}")
-
-    def needs_entropies(self, options: Mapping[str, object] = {}) -> bool:  # noqa: B006 (read only)
-        """True when a call with ``options`` runs the negative-token filter (it needs ``entropies``, ``failures``)."""
-        return self.resolved(options).get("negative_token_fraction", 1.0) < 1
-
-    def __call__(self, log_probs: Tensor, behavior_log_probs: Tensor, rewards: Tensor | None, action_mask: Tensor,
-                 group_ids: Tensor | None = None, *, advantages: Tensor | None = None, **options):
-        if advantages is None:
-            if self.needs_groups and group_ids is None:
-                raise ValueError(f"{self.advantage.__name__!r} advantages need group_ids [B] "
-                                 "(which prompt each trajectory answers)")
-            advantages = resolve_advantages(rewards, None, log_probs, self.advantage, group_ids,
-                                            validate=options.get("validate", True))
-        return self.loss(log_probs, behavior_log_probs, None, action_mask, advantages=advantages,
-                         **{**self.options, **options})
-
-
-# ----------------------------------------------------------------------------- input checks
-
-
-def check_filter(fraction: float, entropies: Tensor | None, failures: Tensor | None, log_probs: Tensor) -> None:
-    """The negative-token filter's inputs: q in [0, 1]; with q < 1, entropies [B, T] and failures [B] bool."""
-    fraction = check.check_real("negative_token_fraction", fraction, low=0.0, high=1.0, finite=False)
-    if fraction < 1 and (entropies is None or failures is None):
-        missing = " and ".join(n for n, v in (("entropies", entropies), ("failures", failures)) if v is None)
-        raise ValueError(
-            f"negative_token_fraction={fraction:g} < 1 needs entropies [B, T] (the behaviour policy's per-token "
-            f"entropies) and failures [B] bool; {missing} not given (or set negative_token_fraction=1.0)"
-        )
-    if entropies is not None:
-        check.check_token_tensor("entropies", entropies, log_probs, same_dtype=False)
-    if failures is not None:
-        check.check_per_trajectory("failures", failures, log_probs, boolean=True)
-
-
-def check_overflow(ratio: Tensor, kept: Tensor) -> None:
-    """A kept token whose ratio π/μ overflowed would poison the loss: say how to fix it."""
-    if not bool(torch.isfinite(masked(ratio, kept)).all()):
-        raise FloatingPointError(
-            "an importance ratio π/μ overflowed on an admitted token (log-ratio too large); pass "
-            "log_ratio_clamp=30.0 to clamp it, or check that behavior_log_probs belong to these tokens"
-        )
-
-
-def _check_options(delta: float, tis_cap: float | None, ratio_bounds: object, log_ratio_clamp: float | None) -> None:
-    check.check_real("delta", delta, low=0.0, finite=False)
-    if tis_cap is not None:
-        check.check_real("tis_cap", tis_cap, low=0.0, low_inclusive=False, finite=False)
-    if ratio_bounds is not None:
-        if not (isinstance(ratio_bounds, tuple) and len(ratio_bounds) == 2):
-            raise TypeError(f"ratio_bounds must be a (low, high) tuple, got {ratio_bounds!r}")
-        low = check.check_real("ratio_bounds[0]", ratio_bounds[0], low=0.0, finite=False)
-        check.check_real("ratio_bounds[1]", ratio_bounds[1], low=low, finite=False)
-    if log_ratio_clamp is not None:
-        check.check_real("log_ratio_clamp", log_ratio_clamp, low=0.0, low_inclusive=False, finite=False)
-

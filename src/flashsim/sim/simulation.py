@@ -16,8 +16,8 @@ The learner: an algorithm is a configuration of :mod:`flashsim.losses` — the l
 1. builds the ``[B, T]`` tensors (T = the longest trajectory of the batch) and the boolean
    ``action_mask`` from the stored rows;
 2. computes the advantages once over the **whole** collected batch with the registry entry's own
-   estimator (``LOSSES[name].advantage``), so that minibatches and PPO epochs share one
-   baseline (the "centre before splitting" contract of :mod:`flashsim.losses.loss`);
+   estimator and the run's loss options (``LOSSES[name].compute_advantages``), so that minibatches and
+   PPO epochs share one baseline (the "centre before splitting" contract of :mod:`flashsim.losses.loss`);
 3. takes ``epochs × minibatches`` optimizer steps (``loss.backward()`` and a ``torch.optim``
    optimizer, like every PyTorch loop), minibatch j being rows ``[j·B/m, (j+1)·B/m)``
    (whole groups, since siblings are adjacent); each step recomputes log π_θ of the stored
@@ -317,7 +317,6 @@ class Learner:
     def __init__(self, policy: torch.nn.Module, algorithm: AlgorithmConfig) -> None:
         self.policy, self.algorithm = policy, algorithm
         self.loss_fn = LOSSES[algorithm.loss]  # the name was checked by AlgorithmConfig
-        self.advantage_fn = self.loss_fn.advantage
         self.options = dict(algorithm.loss_options)
         self.filters_tokens = self.loss_fn.needs_entropies(self.options)
         self.optimizer = OPTIMIZERS[algorithm.optimizer](policy.parameters(), lr=algorithm.learning_rate)
@@ -342,7 +341,7 @@ class Learner:
             behavior_log_probs=torch.from_numpy(rows.behavior_log_probs[:, :T]).to(self.dtype),
             action_mask=torch.from_numpy(mask),
             rewards=rewards,
-            advantages=self.advantage_fn(rewards, group_ids),
+            advantages=self.loss_fn.compute_advantages(rewards, group_ids, self.options),
             group_ids=group_ids,
             entropies=entropies,
             failures=failures,

@@ -78,8 +78,8 @@ def algorithm_advantages(algorithm: str, rewards: Tensor, group_ids: Tensor, *, 
     of its row of :data:`flashsim.losses.LOSSES` (flash_reinforce: batch-centred; the property suite runs
     the invariants on every row)."""
     if algorithm == "grpo":
-        return group_normalized(rewards, group_ids, eps=eps)
-    return LOSSES[algorithm].advantage(rewards, group_ids)
+        return group_normalized(rewards, group_ids, std_eps=eps)
+    return LOSSES[algorithm].compute_advantages(rewards, group_ids)
 
 
 def _scalar(name: str, value: object) -> Tensor:

@@ -330,7 +330,7 @@ def global_advantages(name: str, batch: LossBatch, *, scale_by_std: bool = True)
         return batch_centered(batch.rewards)
     if name == "grpo_loss":
         return group_normalized(batch.rewards, batch.group_ids, scale_by_std=scale_by_std)
-    return get_loss(name).advantage(batch.rewards, batch.group_ids)
+    return get_loss(name).compute_advantages(batch.rewards, batch.group_ids)
 
 
 def evaluate_sharded_loss(
