@@ -15,8 +15,16 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from flashsim.losses.grpo import group_centered, group_normalized, grpo_loss, leave_one_out
-from flashsim.losses.loss import batch_centered, flash_reinforce_loss, positive_only, resolve_advantages
+from flashsim.losses.advantages import (
+    batch_centered,
+    group_centered,
+    group_normalized,
+    leave_one_out,
+    positive_only,
+    resolve_advantages,
+)
+from flashsim.losses.grpo import grpo_loss
+from flashsim.losses.loss import flash_reinforce_loss
 from flashsim.losses.validation import FLASH_REINFORCE_OPTIONS, GRPO_OPTIONS, check_options, inert_options
 from flashsim.validation import check_choice, check_instance
 

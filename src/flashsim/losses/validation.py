@@ -22,7 +22,16 @@ GATES = ("sequence", "token", "none")
 """Values of ``gate=``: the paper's Sequence Trust Region, its token-local ablation, no gate."""
 
 AGGREGATIONS = ("sample_mean", "token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
-"""Names of the aggregation modes (defined in :func:`flashsim.losses.token_weights`)."""
+"""How per-token terms become one scalar (:func:`flashsim.losses.token_weights`). Every mode gives the tokens of
+trajectory i one weight u_i:
+
+- ``sample_mean``: ``u_i = 1 / (B · T_i)`` (FlashREINFORCE; DeepSeekMath GRPO; TRL ``"grpo"``). Every
+  trajectory weighs the same whatever its length; per token, a long trajectory weighs 1/T_i less.
+- ``token_mean``: ``u_i = 1 / Σ_j T_j`` (DAPO; TRL's default). Trajectory i weighs ∝ T_i, so long
+  trajectories (often long failures) dominate: the length blow-up of the article's §4.3.
+- ``seq_mean_token_sum``: ``u_i = 1 / B``, the plain REINFORCE estimate of ∇J; its scale grows with length.
+- ``seq_mean_token_sum_norm``: ``u_i = 1 / (B · T_max)`` (Dr. GRPO; TRL ``"dr_grpo"``), T_max the budget.
+"""
 
 
 def _optional(check_value: Callable[[str, object], object]) -> Callable[[str, object], object]:

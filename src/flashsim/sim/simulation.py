@@ -92,7 +92,8 @@ METRIC_KEYS = (
     "update", "env/reward", "env/success_train", "env/success_train_stderr", "env/success_heldout",
     "env/length", "env/truncation",
     "env/tool_calls", "policy/entropy", "trust/acceptance_rate", "trust/token_acceptance_rate",
-    "trust/sequence_kl", "trust/clip_fraction", "trust/ess_fraction", "trust/ratio_max", "loss/value",
+    "trust/sequence_kl", "trust/clip_fraction", "trust/tis_capped_fraction", "trust/ess_fraction", "trust/ratio_max",
+    "loss/policy",
     "lag/mean", "lag/max", "time/sim_clock", "time/learner_idle", "time/worker_idle",
     "data/rollouts_total", "data/crashed",
 )
@@ -277,13 +278,18 @@ OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 #: Stats of the loss reported per update, as (metric key, stats key).
 _LOSS_METRICS = (
-    ("loss/value", "loss"),
+    ("loss/policy", "loss"),
     ("trust/acceptance_rate", "acceptance_rate"),
     ("trust/token_acceptance_rate", "token_acceptance_rate"),
     ("trust/clip_fraction", "clip_fraction"),
+    ("trust/tis_capped_fraction", "tis_capped_fraction"),
     ("trust/ess_fraction", "ess_fraction"),
     ("trust/ratio_max", "ratio_max"),
 )
+
+#: The value of a stat a loss does not report because it lacks the mechanism: without a gate (GRPO) every
+#: trajectory is used; without PPO's clip (FlashREINFORCE) or a TIS cap (GRPO) no token is clipped or capped.
+_WITHOUT_MECHANISM = {"acceptance_rate": 1.0, "clip_fraction": 0.0, "tis_capped_fraction": 0.0}
 
 
 @dataclass
@@ -379,9 +385,11 @@ class Learner:
             entropy = -(detached.exp() * detached).sum(dim=-1)[observations]
             token_entropy = torch.where(mask, entropy, 0.0).sum() / mask.sum()
             sequence_kl = stats["sequence_kl"].mean()
-            values = torch.stack([stats[key].to(self.dtype) for _, key in _LOSS_METRICS] + [sequence_kl, token_entropy])
+            values = torch.stack([torch.as_tensor(stats.get(key, _WITHOUT_MECHANISM.get(key)), dtype=self.dtype)
+                                  for _, key in _LOSS_METRICS] + [sequence_kl, token_entropy])
         names = [name for name, _ in _LOSS_METRICS] + ["trust/sequence_kl", "policy/entropy"]
-        return dict(zip(names, values.tolist())), stats["admitted"].numpy()
+        admitted = stats.get("admitted", torch.ones(mask.shape[0], dtype=torch.bool))  # no gate: all used
+        return dict(zip(names, values.tolist())), admitted.numpy()
 
     def state_dict(self) -> LearnerState:
         """Policy and optimizer state (``torch``'s own ``state_dict`` formats)."""

@@ -119,12 +119,13 @@ def batch_stats(stats: dict[str, Tensor], log_probs: Tensor, rollouts: Rollouts)
     ratio = torch.exp(log_probs - rollouts.behavior_log_probs) * mask  # both log-probs are finite on padding
     ess = ratio.sum(dim=(1, 2)) ** 2 / (ratio * ratio).sum(dim=(1, 2))
     return {
-        "acceptance_rate": stats["admitted"].view(chunk, budget).to(torch.float64).mean(dim=1),
+        "acceptance_rate": stats["admitted"].view(chunk, budget).to(torch.float64).mean(dim=1) if "admitted" in stats
+        else torch.ones(chunk, dtype=torch.float64),  # no gate (GRPO): every trajectory is used
         "token_acceptance_rate": (stats["token_kept"].view(mask.shape) & mask).sum(dim=(1, 2)) / tokens,
         "ess": ess,
         "ess_fraction": ess / tokens,
         "num_tokens": tokens,
-        "clipped_tokens": stats["clip_fraction"].to(torch.float64) * tokens.sum(),
+        "clipped_tokens": clipped_or_capped(stats).to(torch.float64) * tokens.sum(),
     }
 
 
@@ -177,3 +178,8 @@ def fast_update_directions(problem: Problem, prompts: Tensor, uniforms: Uniforms
     logit_grads = logit_gradients(coefficients, rollouts, log_table.exp())
     stats["mean_length"] = rollouts.lengths.to(torch.float64).mean(dim=1)
     return -parameter_gradients(problem.policy, logit_grads), stats
+
+
+def clipped_or_capped(stats: dict[str, Tensor]) -> Tensor:
+    """The fraction of tokens whose weight a ratio limit changed: PPO's clip (GRPO) or the TIS cap (FlashREINFORCE)."""
+    return stats["clip_fraction"] if "clip_fraction" in stats else stats["tis_capped_fraction"]
