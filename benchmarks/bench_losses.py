@@ -115,8 +115,9 @@ def check_equal(previous: ModuleType, data: dict[str, Tensor]) -> dict[str, floa
         (loss, gradient, stats), (loss_b, gradient_b, _) = results
         torch.testing.assert_close(loss, loss_b, rtol=1e-10, atol=1e-14)
         torch.testing.assert_close(gradient, gradient_b, rtol=1e-10, atol=1e-14)
-        summary[f"{name} acceptance_rate"] = float(stats["acceptance_rate"])
-        summary[f"{name} clip_fraction"] = float(stats["clip_fraction"])
+        for key in ("acceptance_rate", "clip_fraction", "tis_capped_fraction"):  # each loss reports its own
+            if key in stats:
+                summary[f"{name} {key}"] = float(stats[key])
     return summary
 
 

@@ -1,28 +1,20 @@
-"""The trust regions the loss tests sweep, by their names in the papers, as calls of the public losses.
+"""The trust regions the loss tests sweep: the registry rows that differ from the paper only in the trust region.
 
-``sequence_gate`` (the paper), ``token_gate`` and ``none`` are ``flash_reinforce_loss(gate=...)``;
-``truncated_is`` and ``ratio_mask`` are its ``tis_cap`` / ``ratio_bounds`` options with no gate;
-``ppo_clip`` is ``grpo_loss`` on the given advantages. Every one aggregates by ``sample_mean`` unless told.
+Each is a row of :data:`flashsim.losses.LOSSES` (the paper's ``flash_reinforce``, ``token_gate``,
+``no_gate``, ``tis``, ``ratio_mask``, and ``ppo_clip``, which is ``grpo_loss``) called on given
+advantages, so a test sweeps exactly what training runs. Every one aggregates by ``sample_mean`` unless told.
 """
 
 from __future__ import annotations
 
-from flashsim.losses import flash_reinforce_loss, grpo_loss
+from flashsim.losses import LOSSES, batch_centered
 
-NAMED = {
-    "sequence_gate": {"gate": "sequence"},
-    "token_gate": {"gate": "token"},
-    "none": {"gate": "none"},
-    "truncated_is": {"gate": "none", "tis_cap": 2.0},
-    "ratio_mask": {"gate": "none", "ratio_bounds": (0.5, 2.0)},
-}
-CORRECTIONS = (*NAMED, "ppo_clip")
+CORRECTIONS = tuple(name for name, spec in LOSSES.items() if spec.advantage is batch_centered
+                    and not spec.needs_entropies() and spec.options.get("aggregation", "sample_mean") == "sample_mean")
+"""The rows with the paper's advantage and aggregation: they differ from it in the trust region alone."""
 
 
 def correction_loss(log_probs, behavior_log_probs, action_mask, advantages, *, correction, **options):
-    """``(loss, stats)`` of ``correction`` on precomputed advantages; ``options`` override the named ones."""
+    """``(loss, stats)`` of row ``correction`` on precomputed advantages; ``options`` override the row's."""
     options.setdefault("aggregation", "sample_mean")
-    if correction == "ppo_clip":
-        return grpo_loss(log_probs, behavior_log_probs, None, action_mask, advantages=advantages, **options)
-    return flash_reinforce_loss(log_probs, behavior_log_probs, None, action_mask, advantages=advantages,
-                                **{**NAMED[correction], **options})
+    return LOSSES[correction](log_probs, behavior_log_probs, None, action_mask, advantages=advantages, **options)

@@ -101,7 +101,7 @@ def test_a_rejected_failed_row_stays_rejected_and_the_others_keep_their_filtered
     assert_close(grad, expected, **TIGHT)
 
 
-@pytest.mark.parametrize("correction", ["truncated_is", "token_gate", "ratio_mask", "none"])
+@pytest.mark.parametrize("correction", ["tis", "token_gate", "ratio_mask", "no_gate"])
 def test_every_correction_gives_dropped_tokens_exactly_zero_gradient(correction):
     current, behavior, rewards = batch(drift=0.3)
     advantages = torch.tensor([-0.5, 1.0, -0.5], dtype=torch.float64)

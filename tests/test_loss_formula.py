@@ -51,11 +51,11 @@ def plain_autograd_loss(log_probs, behavior, mask, advantages, *, correction, ag
         return -torch.where(mask, surrogate * outer, 0.0).sum()
     weight = ratio if importance_sampling else torch.ones_like(ratio)
     keep = mask
-    if correction == "sequence_gate":
+    if correction == "flash_reinforce":
         keep = mask & ((token_kl.sum(dim=1) / lengths) <= DELTA)[:, None]
     elif correction == "token_gate":
         keep = mask & (token_kl <= DELTA)
-    elif correction == "truncated_is":
+    elif correction == "tis":
         weight = ratio.clamp(max=TIS_CAP)
     elif correction == "ratio_mask":
         keep = mask & (ratio >= BAND[0]) & (ratio <= BAND[1])
@@ -71,7 +71,7 @@ def knobs(correction, *, delta, tis_cap=2.0, ratio_bounds=(0.5, 2.0)):
     """The hyperparameters that ``correction`` takes: PPO's clip, or δ plus its own cap or band."""
     if correction == "ppo_clip":
         return {"clip_eps": CLIP}
-    return {"delta": delta} | {"truncated_is": {"tis_cap": tis_cap}, "ratio_mask": {"ratio_bounds": ratio_bounds}}.get(
+    return {"delta": delta} | {"tis": {"tis_cap": tis_cap}, "ratio_mask": {"ratio_bounds": ratio_bounds}}.get(
         correction, {})
 
 
@@ -100,7 +100,7 @@ def test_the_loss_equals_the_plain_autograd_formula_in_float64(correction, aggre
     assert_close(gradient, expected_gradient, **TIGHT)
 
 
-@pytest.mark.parametrize("correction", ["sequence_gate", "token_gate", "none", "ratio_mask"])
+@pytest.mark.parametrize("correction", ["flash_reinforce", "token_gate", "no_gate", "ratio_mask"])
 def test_the_loss_equals_the_plain_formula_without_importance_sampling(correction):
     batch, advantages = stale_batch(seed=1)
     options = {"correction": correction, "aggregation": "sample_mean", "importance_sampling": False}
@@ -113,13 +113,13 @@ def test_the_loss_equals_the_plain_formula_without_importance_sampling(correctio
 def test_the_test_batch_exercises_rejection_clipping_capping_and_padding_junk():
     batch, advantages = stale_batch()
     _, gate = library_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages,
-                           correction="sequence_gate", aggregation="sample_mean")
+                           correction="flash_reinforce", aggregation="sample_mean")
     _, clip = library_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages,
                            correction="ppo_clip", aggregation="sample_mean")
     _, tis = library_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages,
-                          correction="truncated_is", aggregation="sample_mean")
+                          correction="tis", aggregation="sample_mean")
     assert 0 < int(gate["admitted"].sum()) < batch.batch_size
-    assert 0 < float(clip["clip_fraction"]) < 1 and 0 < float(tis["clip_fraction"]) < 1
+    assert 0 < float(clip["clip_fraction"]) < 1 and 0 < float(tis["tis_capped_fraction"]) < 1
     assert not bool(torch.isfinite(batch.log_probs[~batch.action_mask]).all())
 
 
@@ -129,13 +129,14 @@ def test_the_test_batch_exercises_rejection_clipping_capping_and_padding_junk():
     [
         ("ppo_clip", {}),  # the ratio carries the gradient: value and gradient agree away from the clip's kinks
         ("ppo_clip", {"log_ratio_clamp": 0.3}),
-        ("sequence_gate", {"importance_sampling": False}),  # without IS the loss is linear in log π
+        ("flash_reinforce", {"importance_sampling": False}),  # without IS the loss is linear in log π
         ("token_gate", {"importance_sampling": False}),
-        ("none", {"importance_sampling": False}),
+        ("no_gate", {"importance_sampling": False}),
         ("ratio_mask", {"importance_sampling": False}),
-        ("truncated_is", {"tis_cap": 1e-3}),  # every ratio capped: the weight is the constant C
+        ("tis", {"tis_cap": 1e-3}),  # every ratio capped: the weight is the constant C
     ],
-    ids=["ppo_clip", "ppo_clip-log-ratio-clamp", "sequence_gate", "token_gate", "none", "ratio_mask", "tis-capped"],
+    ids=["ppo_clip", "ppo_clip-log-ratio-clamp", "flash_reinforce", "token_gate", "no_gate", "ratio_mask",
+         "tis-capped"],
 )
 def test_gradcheck_accepts_the_loss_wherever_its_value_and_gradient_agree(correction, options, aggregation):
     batch, advantages = stale_batch(seed=2, batch_size=5, width=4, drift=0.4)
@@ -153,7 +154,7 @@ def test_double_backward_works_and_a_loss_linear_in_log_pi_has_zero_second_deriv
     batch, advantages = stale_batch()
     leaf = batch.leaf()
     loss, _ = correction_loss(leaf, batch.behavior_log_probs, batch.action_mask, advantages,
-                              correction="sequence_gate", importance_sampling=False)
+                              correction="flash_reinforce", importance_sampling=False)
     (gradient,) = torch.autograd.grad(loss, leaf, create_graph=True)
     assert not gradient.requires_grad  # w · A · u does not depend on log π: the Hessian is zero
     loss, _ = correction_loss(leaf, batch.behavior_log_probs, batch.action_mask, advantages, correction="ppo_clip")
@@ -167,7 +168,7 @@ def test_a_row_without_policy_tokens_adds_nothing_when_validation_is_off():
     mask = batch.action_mask.clone()
     mask[3] = False
     leaf = batch.leaf()
-    loss, stats = correction_loss(leaf, batch.behavior_log_probs, mask, advantages, correction="sequence_gate",
+    loss, stats = correction_loss(leaf, batch.behavior_log_probs, mask, advantages, correction="flash_reinforce",
                                   validate=False)
     loss.backward()
     assert torch.isfinite(loss) and bool(torch.isfinite(leaf.grad).all())
@@ -182,7 +183,7 @@ def test_an_overflowing_ratio_on_a_rejected_trajectory_gives_it_zero_gradient():
     row, token = 0, int(batch.action_mask[0].nonzero()[0])
     behavior[row, token] = batch.log_probs[row, token] - 800.0  # ρ = e^800 = inf, KL huge: rejected
     leaf = batch.leaf()
-    loss, stats = correction_loss(leaf, behavior, batch.action_mask, advantages, correction="sequence_gate")
+    loss, stats = correction_loss(leaf, behavior, batch.action_mask, advantages, correction="flash_reinforce")
     loss.backward()
     assert not bool(stats["admitted"][row]) and torch.isfinite(loss)
     assert torch.equal(leaf.grad[row], torch.zeros_like(leaf.grad[row]))
@@ -191,7 +192,7 @@ def test_an_overflowing_ratio_on_a_rejected_trajectory_gives_it_zero_gradient():
 def test_sampled_action_kl_and_sequence_mean_reproduce_the_loss_stats_exactly():
     batch, advantages = stale_batch(batch_size=7)
     _, stats = correction_loss(batch.log_probs, batch.behavior_log_probs, batch.action_mask, advantages,
-                               correction="sequence_gate")
+                               correction="flash_reinforce")
     token_kl = sampled_action_kl(batch.log_probs, batch.behavior_log_probs, batch.action_mask)
     assert torch.equal(sequence_mean(token_kl, batch.action_mask), stats["sequence_kl"])
 

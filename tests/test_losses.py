@@ -67,11 +67,11 @@ def expected_reinforce_grad(current, behavior, advantages, *, correction, mode, 
         for t in range(LENGTHS[i]):
             rho = math.exp(lp[i][t] - blp[i][t])
             keep, w = True, rho
-            if correction == "sequence_gate":
+            if correction == "flash_reinforce":
                 keep = admitted
             elif correction == "token_gate":
                 keep = kls[t] <= delta
-            elif correction == "truncated_is":
+            elif correction == "tis":
                 w = min(rho, cap)
             elif correction == "ratio_mask":
                 keep = band[0] <= rho <= band[1]
@@ -92,7 +92,7 @@ def test_flash_reinforce_gradient_matches_the_formula_token_by_token(gate, mode)
     delta = 3e-3
     loss, stats = flash_reinforce_loss(current, behavior, rewards, mask, delta=delta, gate=gate, aggregation=mode)
     (grad,) = torch.autograd.grad(loss, current)
-    correction = {"sequence": "sequence_gate", "token": "token_gate", "none": "none"}[gate]
+    correction = {"sequence": "flash_reinforce", "token": "token_gate", "none": "no_gate"}[gate]
     expected = expected_reinforce_grad(
         current, behavior, batch_centered_by_hand(rewards), correction=correction, mode=mode, delta=delta
     )
@@ -116,19 +116,19 @@ def test_flash_reinforce_loss_value_matches_the_paper_formula():
     assert_close(stats["sequence_kl"], torch.tensor(expected_kl, dtype=torch.float64), rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.parametrize("correction", ["truncated_is", "ratio_mask"])
+@pytest.mark.parametrize("correction", ["tis", "ratio_mask"])
 def test_tis_and_ratio_mask_gradients_match_the_formula(correction):
     current, behavior, rewards, mask = make_batch(drift=0.6)
     adv = batch_centered_by_hand(rewards)
-    band = {"tis_cap": 1.2} if correction == "truncated_is" else {"ratio_bounds": (0.7, 1.3)}
+    band = {"tis_cap": 1.2} if correction == "tis" else {"ratio_bounds": (0.7, 1.3)}
     loss, stats = correction_loss(current, behavior, mask, adv, correction=correction, **band)
     (grad,) = torch.autograd.grad(loss, current)
     expected = expected_reinforce_grad(
         current, behavior, adv, correction=correction, mode="sample_mean", delta=0.0, cap=1.2, band=(0.7, 1.3)
     )
     assert_close(grad, expected, rtol=1e-12, atol=1e-15)
-    if correction == "truncated_is":
-        assert 0 < float(stats["clip_fraction"]) < 1
+    if correction == "tis":
+        assert 0 < float(stats["tis_capped_fraction"]) < 1 and "clip_fraction" not in stats
     else:
         assert 0 < float(stats["token_acceptance_rate"]) < 1
 
@@ -236,7 +236,13 @@ def test_every_registered_loss_runs_and_returns_detached_stats():
         loss, stats = get_loss(name)(current, behavior, rewards, mask, groups, **extra)
         assert torch.isfinite(loss), name
         assert all(not v.requires_grad for v in stats.values()), name
-        assert {"advantages", "sequence_kl", "admitted", "acceptance_rate", "ess", "clip_fraction"} <= stats.keys()
+        if get_loss(name).loss is grpo_loss:  # PPO's clip and no gate
+            assert {"advantages", "sequence_kl", "ess", "clip_fraction"} <= stats.keys(), name
+            assert not {"admitted", "acceptance_rate", "tis_capped_fraction"} & stats.keys(), name
+        else:  # the gate (or its ablation) and the TIS cap
+            assert {"advantages", "sequence_kl", "admitted", "acceptance_rate", "ess", "tis_capped_fraction"
+                    } <= stats.keys(), name
+            assert "clip_fraction" not in stats, name
 
 
 def test_a_rejected_trajectory_stays_in_the_denominator():
@@ -347,7 +353,7 @@ def test_log_ratio_clamp_keeps_the_clamped_weight_for_reinforce_terms_and_zeroes
     far = behavior.clone()
     far[0, 0] = current[0, 0].detach() - 5.0  # log ρ = 5 > cap 2
     adv = batch_centered_by_hand(rewards)
-    loss, stats = correction_loss(current, far, mask, adv, correction="none", log_ratio_clamp=2.0)
+    loss, stats = correction_loss(current, far, mask, adv, correction="no_gate", log_ratio_clamp=2.0)
     (grad,) = torch.autograd.grad(loss, current)
     assert int(stats["num_log_ratio_clamped"]) == 1
     assert_close(grad[0, 0], torch.tensor(-math.exp(2.0) * float(adv[0]) / (B * LENGTHS[0]), dtype=torch.float64))

@@ -104,16 +104,21 @@ def policy_log_probs(
 
 def _merge_stats(parts: list[dict[str, torch.Tensor]], tokens: list[int]) -> dict[str, float]:
     """Batch-level diagnostics from microbatch stats (per-trajectory ones concatenated)."""
+    # A loss without a gate (GRPO) admits no trajectory out: every one is used. One without PPO's clip
+    # (FlashREINFORCE) or a TIS cap (GRPO) clips or caps no token.
+    parts = [{"admitted": torch.ones_like(p["advantages"], dtype=torch.bool), "clip_fraction": torch.zeros(()),
+              "tis_capped_fraction": torch.zeros(()), **p} for p in parts]
     cat = {k: torch.cat([p[k].reshape(-1).double() for p in parts]) for k in ("admitted", "sequence_kl")}
     weights = torch.tensor(tokens, dtype=torch.float64) / sum(tokens)
     weighted = {k: float(sum(w * p[k].double() for w, p in zip(weights, parts))) for k in
-                ("token_acceptance_rate", "clip_fraction", "ratio_mean")}
+                ("token_acceptance_rate", "clip_fraction", "tis_capped_fraction", "ratio_mean")}
     return {
         "trust/acceptance_rate": float(cat["admitted"].mean()),
         "trust/sequence_kl_mean": float(cat["sequence_kl"].mean()),
         "trust/sequence_kl_max": float(cat["sequence_kl"].max()),
         "trust/token_acceptance_rate": weighted["token_acceptance_rate"],
         "trust/clip_fraction": weighted["clip_fraction"],
+        "trust/tis_capped_fraction": weighted["tis_capped_fraction"],
         "trust/ratio_mean": weighted["ratio_mean"],
         "trust/ratio_min": float(min(p["ratio_min"] for p in parts)),
         "trust/ratio_max": float(max(p["ratio_max"] for p in parts)),
@@ -215,7 +220,7 @@ class Learner:
         num_tokens = sum(r.trajectory.num_actions for r in rollouts)
         # Advantages and denominators over the global batch (all ranks), then this rank's shard of them.
         batch_info = gather_batch(rewards, group_ids, num_tokens, data_parallel=self.data_parallel)
-        advantages = self.loss_fn.advantage(batch_info.rewards, batch_info.group_ids)
+        advantages = self.loss_fn.compute_advantages(batch_info.rewards, batch_info.group_ids, self.loss_options)
         advantages = advantages[batch_info.offset : batch_info.offset + len(rollouts)]
         scale = data_parallel_scale(self.data_parallel)
         size = self.microbatch_size or len(rollouts)

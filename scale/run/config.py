@@ -20,7 +20,7 @@ from typing import Any
 import flashsim.config as configs
 from flashsim.config import FORMER
 from flashsim.io import LOGGERS
-from flashsim.losses import LOSSES
+from flashsim.losses import LOSSES, check_loss_options
 from flashsim.validation import check_choice, check_divisible, check_int, check_probability, check_real, check_str
 from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
@@ -333,7 +333,7 @@ class Config:
                             ("loop.trajectories_per_call", self.loop.trajectories_per_call)):
             if value % G:
                 raise ValueError(f"{name} must be a multiple of the group size {G}; got {value}")
-        LOSSES[self.train.loss].check_options(self.train.loss_options, "train.loss_options")
+        check_loss_options(self.train.loss, self.train.loss_options, "train.loss_options")
         if self.learner.cpu_offload and not self.model.device.startswith("cuda"):
             raise ValueError(f"learner.cpu_offload moves FSDP shards off the GPU into host memory; it needs "
                              f"model.device: cuda, got model.device: {self.model.device}")

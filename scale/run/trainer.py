@@ -33,7 +33,7 @@ import yaml
 
 from flashsim.config import to_dict
 from flashsim.io import SUMMARY, ProgressBar, RunDirectory, read_metrics
-from flashsim.plotting import Panel, plot_curves
+from flashsim.plotting import CurvePanel, plot_curves
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
 from scale.learner.sharding import load_sharded, save_sharded
 from scale.rollouts.collect import evaluate
@@ -52,21 +52,21 @@ COLUMNS = (
     "lag/mean", "lag/max", "lag/min", "loop/queue_depth", "loop/failed_calls", "time/wait_s",
     "loss/policy", "grad/norm", "policy/entropy",
     "trust/acceptance_rate", "trust/sequence_kl_mean", "trust/sequence_kl_max", "trust/token_acceptance_rate",
-    "trust/clip_fraction", "trust/ratio_mean", "trust/ratio_min", "trust/ratio_max",
+    "trust/clip_fraction", "trust/tis_capped_fraction", "trust/ratio_mean", "trust/ratio_min", "trust/ratio_max",
     "time/learner_s", "time/elapsed_s", "optim/lr", "learner/ranks",
     "eval/accuracy", "eval/length", "eval/tool_calls", "eval/truncation", "eval/accuracy_greedy",
     "time/warmup_s", "warmup/loss",
 )
 """Every key a metrics row may carry, in CSV column order (a new metric is added here)."""
 PANELS = (
-    Panel("rollout/reward", "accuracy: train reward (held-out eval dashed)", dashed="eval/accuracy"),
-    Panel("lag/mean", "policy lag (mean, updates)"),
-    Panel("trust/acceptance_rate", "gate acceptance rate"),
-    Panel("trust/sequence_kl_mean", "mean sequence KL"),
-    Panel("policy/entropy", "policy entropy (nats/token)"),
-    Panel("rollout/tool_calls", "tool calls per trajectory (eval dashed)", dashed="eval/tool_calls"),
-    Panel("rollout/length", "length in policy tokens (eval dashed)", dashed="eval/length"),
-    Panel("rollout/truncation", "truncated at the token budget (eval dashed)", dashed="eval/truncation"),
+    CurvePanel("rollout/reward", "accuracy: train reward (held-out eval dashed)", dashed="eval/accuracy"),
+    CurvePanel("lag/mean", "policy lag (mean, updates)"),
+    CurvePanel("trust/acceptance_rate", "gate acceptance rate"),
+    CurvePanel("trust/sequence_kl_mean", "mean sequence KL"),
+    CurvePanel("policy/entropy", "policy entropy (nats/token)"),
+    CurvePanel("rollout/tool_calls", "tool calls per trajectory (eval dashed)", dashed="eval/tool_calls"),
+    CurvePanel("rollout/length", "length in policy tokens (eval dashed)", dashed="eval/length"),
+    CurvePanel("rollout/truncation", "truncated at the token budget (eval dashed)", dashed="eval/truncation"),
 )
 """The panels of ``curves.png``: training rollouts solid (a moving average), held-out evaluations dashed."""
 CURVE_SMOOTHING = 5

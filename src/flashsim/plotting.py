@@ -2,7 +2,7 @@
 
 :func:`plot_curves` draws one or several runs (label → metric rows) on shared panels, each a metric
 against the learner update, with an optional second metric dashed on the same axes. The panels are
-data (:class:`Panel`): :data:`SIMULATOR_PANELS` are those of ``flashsim train`` and ``flashsim demo``
+data (:class:`CurvePanel`): :data:`SIMULATOR_PANELS` are those of ``flashsim train`` and ``flashsim demo``
 (success, reward, gate acceptance, sequence KL, lag, entropy); ``scale`` passes its own
 (``scale.run.trainer.PANELS``), so a simulated run and an LLM run are drawn by one function.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
-class Panel:
+class CurvePanel:
     """One panel of :func:`plot_curves`."""
 
     key: str
@@ -31,19 +31,20 @@ class Panel:
 
 
 SIMULATOR_PANELS = (
-    Panel("env/success_train", "exact success (train; held-out dashed)", dashed="env/success_heldout", smooth=False),
-    Panel("env/reward", "batch reward"),
-    Panel("trust/acceptance_rate", "gate acceptance rate"),
-    Panel("trust/sequence_kl", "mean sequence KL"),
-    Panel("lag/mean", "observed lag (mean)"),
-    Panel("policy/entropy", "policy entropy (nats)"),
+    CurvePanel("env/success_train", "exact success (train; held-out dashed)", dashed="env/success_heldout",
+               smooth=False),
+    CurvePanel("env/reward", "batch reward"),
+    CurvePanel("trust/acceptance_rate", "gate acceptance rate"),
+    CurvePanel("trust/sequence_kl", "mean sequence KL"),
+    CurvePanel("lag/mean", "observed lag (mean)"),
+    CurvePanel("policy/entropy", "policy entropy (nats)"),
 )
 """The simulator's panels (the metric names of :data:`flashsim.sim.simulation.METRIC_KEYS`)."""
 
 
 def plot_curves(
     runs: Mapping[str, Sequence[Mapping[str, float]]], path: Path | str, *, title: str = "", smooth: int = 1,
-    heldout: bool = True, panels: Sequence[Panel] = SIMULATOR_PANELS,
+    heldout: bool = True, panels: Sequence[CurvePanel] = SIMULATOR_PANELS,
 ) -> Path:
     """Save a figure of ``runs``, one panel per entry of ``panels`` in two rows, to ``path`` (PNG); return the path.
 

@@ -7,12 +7,14 @@ from hypothesis import strategies as st
 from flashsim.losses import GATES, LOSSES, flash_reinforce_loss, get_loss, grpo_loss
 from flashsim.testing import aggregations, evaluate_loss, filter_inputs, loss_batches, loss_names
 
-# The stats documented in flashsim.losses.flash_reinforce_loss (Returns).
-PER_TRAJECTORY_STATS = ("advantages", "sequence_kl", "admitted")
-SCALAR_STATS = (
-    "loss", "acceptance_rate", "token_acceptance_rate", "ess", "ess_fraction", "clip_fraction",
-    "ratio_min", "ratio_mean", "ratio_max", "num_log_ratio_clamped",
-)
+# The stats documented in flashsim.losses.flash_reinforce_loss and grpo_loss (Returns): GRPO has PPO's clip
+# and no gate, FlashREINFORCE a gate and the TIS cap.
+SHARED_SCALARS = ("loss", "token_acceptance_rate", "ess", "ess_fraction", "ratio_min", "ratio_mean", "ratio_max",
+                  "num_log_ratio_clamped")
+PER_TRAJECTORY_STATS = {flash_reinforce_loss: ("advantages", "sequence_kl", "admitted"),
+                        grpo_loss: ("advantages", "sequence_kl")}
+SCALAR_STATS = {flash_reinforce_loss: (*SHARED_SCALARS, "acceptance_rate", "tis_capped_fraction"),
+                grpo_loss: (*SHARED_SCALARS, "clip_fraction")}
 
 
 @given(loss_batches(max_drift=2.0), loss_names(registry_only=True), aggregations() | st.none())
@@ -21,15 +23,17 @@ def test_every_registered_loss_gives_a_finite_loss_gradient_and_the_documented_s
     loss, gradient, stats = evaluate_loss(name, batch, **options)
     assert loss.dim() == 0 and torch.isfinite(loss)
     assert gradient.shape == batch.log_probs.shape and torch.isfinite(gradient).all()
-    assert set(PER_TRAJECTORY_STATS + SCALAR_STATS) | {"token_kept"} <= stats.keys()
-    for key in PER_TRAJECTORY_STATS:
+    function = LOSSES[name].loss
+    assert set(PER_TRAJECTORY_STATS[function] + SCALAR_STATS[function]) | {"token_kept"} == stats.keys()
+    for key in PER_TRAJECTORY_STATS[function]:
         assert stats[key].shape == (batch.batch_size,), key
-    for key in SCALAR_STATS:
+    for key in SCALAR_STATS[function]:
         assert stats[key].dim() == 0, key
     assert stats["token_kept"].shape == batch.action_mask.shape
     assert not any(value.requires_grad for value in stats.values())
     assert torch.equal(stats["loss"], loss)
-    assert 0.0 <= float(stats["acceptance_rate"]) <= 1.0 and 0.0 <= float(stats["clip_fraction"]) <= 1.0
+    for key in ("acceptance_rate", "clip_fraction", "tis_capped_fraction"):
+        assert key not in stats or 0.0 <= float(stats[key]) <= 1.0, key
     assert 0.0 < float(stats["ess_fraction"]) <= 1.0 + 1e-12
 
 

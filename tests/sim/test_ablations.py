@@ -40,10 +40,13 @@ def test_no_gate_uses_every_token_under_drift():
     assert all(row["trust/acceptance_rate"] == 1.0 and row["trust/token_acceptance_rate"] == 1.0 for row in rows)
 
 
-@pytest.mark.parametrize("preset", ["ppo_clip", "tis"])
-def test_clipping_corrections_clip_some_tokens_under_drift(preset):
+@pytest.mark.parametrize(("preset", "metric", "other"), [
+    ("ppo_clip", "trust/clip_fraction", "trust/tis_capped_fraction"),
+    ("tis", "trust/tis_capped_fraction", "trust/clip_fraction"),
+])
+def test_clipping_corrections_clip_some_tokens_under_drift_and_report_it_under_their_own_name(preset, metric, other):
     rows = stale_run(with_large_step(preset))
-    assert np.mean([row["trust/clip_fraction"] for row in rows]) > 0
+    assert np.mean([row[metric] for row in rows]) > 0 and all(row[other] == 0.0 for row in rows)
 
 
 def test_minibatches_take_m_optimizer_steps_per_collected_batch():

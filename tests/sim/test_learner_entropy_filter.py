@@ -29,6 +29,7 @@ def test_the_learner_passes_the_policy_entropy_of_each_token_and_reward_le_zero_
         seen.update(options, rewards=rewards, shape=log_probs.shape)
         return loss_fn(log_probs, behavior_log_probs, rewards, action_mask, group_ids, **options)
 
+    spy.compute_advantages = loss_fn.compute_advantages
     simulation.learner.loss_fn = spy
     simulation.step()
     # Every policy starts uniform, so the first update's entropies are log A on every token.

@@ -55,6 +55,6 @@ def test_every_ablation_runs_and_keeps_the_accounting(preset):
     config = TrainConfig(env="chain", algorithm=algorithm, lag=FixedLag(2), eval_every=3)
     simulation = Simulation(config)
     rows = [simulation.step() for _ in range(6)]
-    assert all(np.isfinite(row["loss/value"]) for row in rows)
+    assert all(np.isfinite(row["loss/policy"]) for row in rows)
     counts = simulation.source.check()
     assert counts["consumed"] + counts["rejected"] + counts["taken"] == counts["started"]

@@ -16,8 +16,9 @@ import torch
 
 from flashsim.plotting import plot_curves
 from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, build_tables, optimal_success, train
+from flashsim.testing.conventions import ALGORITHMS
 
-RUNS = (("flash_reinforce", "FlashREINFORCE"), ("grpo", "GRPO"))
+RUNS = ALGORITHMS  # the registry rows that are a loss function itself: flash_reinforce and grpo
 LAGS = (0, 8)
 
 
@@ -35,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"FlashREINFORCE vs GRPO on PromptBandit (48 train prompts × 4 answers), {args.updates} updates × "
           f"128 rollouts per run, seed {args.seed}; optimal success {optimum:.3f}")
     curves, table = {}, []
-    for name, label in RUNS:
+    for label in RUNS:
         for lag in LAGS:
-            config = TrainConfig(env="bandit", algorithm=AlgorithmConfig.for_loss(name), lag=FixedLag(lag),
+            config = TrainConfig(env="bandit", algorithm=AlgorithmConfig.for_loss(label), lag=FixedLag(lag),
                                  updates=args.updates, seed=args.seed, eval_every=5)
             result = train(config, plot=False)
             curves[f"{label}, lag {lag}"] = result.rows

@@ -48,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
     names = list(CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
     try:
         designs = [build_design(name, args.profile, args.seeds) for name in names]
-    except ValueError as error:
-        print(f"flashsim reproduce: {error}", file=sys.stderr)
+        cells = sum(len(design.cells()) for design in designs)  # builds (and so checks) every cell's config
+    except (ValueError, TypeError) as error:
+        print(f"flashsim reproduce: error: {error}", file=sys.stderr)
         return 2
-    cells = sum(len(design.cells()) for design in designs)
     print(f"{', '.join(names)}: {cells} cells ({args.profile}, {len(designs[0].seeds)} seeds) into {args.out}")
     started = time.perf_counter()
     try:

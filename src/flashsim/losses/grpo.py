@@ -1,7 +1,7 @@
-"""GRPO, the competitor (DeepSeekMath, Shao et al. 2024): :func:`grpo_loss`, and the group baselines.
+"""GRPO, the competitor (DeepSeekMath, Shao et al. 2024): :func:`grpo_loss`, PPO's clipped surrogate.
 
-Besides GRPO's group-normalised advantage: Dr. GRPO's :func:`group_centered` and RLOO's
-:func:`leave_one_out`. Padding, dtypes and sharded denominators follow :mod:`flashsim.losses.loss`.
+Its advantage is :func:`~flashsim.losses.group_normalized` (:mod:`flashsim.losses.advantages`).
+Padding, dtypes and sharded denominators follow :mod:`flashsim.losses.loss`.
 
 Glossary: B trajectories, G trajectories per group (prompt), T token slots.
 """
@@ -12,19 +12,9 @@ import torch
 from torch import Tensor
 
 from flashsim import validation as check
-from flashsim.losses.loss import (
-    AGGREGATIONS,
-    Tokens,
-    aggregate,
-    check_overflow,
-    compute_dtype,
-    promoted,
-    resolve_advantages,
-)
-
-# GRPO's ε added to the group std (DeepSeekMath): keeps a group whose rewards are all equal at
-# advantage 0 instead of 0/0.
-GROUP_STD_EPS = 1e-6
+from flashsim.losses.advantages import GROUP_STD_EPS, compute_dtype, group_normalized, resolve_advantages
+from flashsim.losses.loss import aggregate, bernoulli_kl, masked, ratio_stats
+from flashsim.losses.validation import check_grpo_options, check_overflow
 
 
 def grpo_loss(
@@ -81,9 +71,10 @@ def grpo_loss(
         kl_coef: β of ``β · agg(exp(ref − log π) − (ref − log π) − 1)`` (0 by default, as in recent recipes).
 
     Returns:
-        ``(loss, stats)`` with the keys of :func:`~flashsim.losses.flash_reinforce_loss` (every
-        trajectory admitted; ``clip_fraction`` counts the tokens where the clip binds), plus
-        ``kl_reference`` when a reference is given.
+        ``(loss, stats)``; the stats are detached: those of :func:`~flashsim.losses.loss.ratio_stats`,
+        ``sequence_kl`` [B] (the drift D̄_i, a diagnostic: nothing is gated on it), ``clip_fraction`` (the
+        tokens where the clip binds, whose gradient is 0), and ``kl_reference`` when a reference is given.
+        GRPO has no gate, so it reports no ``admitted`` or ``acceptance_rate``.
 
     Shape:
         ``[B, T]`` log-probs and bool mask, ``[B]`` rewards, advantages and integer group_ids.
@@ -94,45 +85,52 @@ def grpo_loss(
     >>> stats["advantages"].round(decimals=4).tolist(), loss.item() == 0.0
     ([0.7071, -0.7071, 0.0, 0.0], True)
     """
-    check.check_real("kl_coef", kl_coef, low=0.0, finite=False)
-    check.check_real("std_eps", std_eps, low=0.0, finite=False)
+    options = check_grpo_options(dict(
+        clip_eps=clip_eps, clip_eps_high=clip_eps_high, scale_by_std=scale_by_std, std_eps=std_eps,
+        aggregation=aggregation, max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp, kl_coef=kl_coef))
+    low = options["clip_eps"]
+    high = low if clip_eps_high is None else options["clip_eps_high"]
     if advantages is None and group_ids is None:
         raise ValueError("grpo_loss needs group_ids [B] to form groups (or precomputed advantages=)")
 
     def estimator(r: Tensor, g: Tensor | None) -> Tensor:
-        return group_normalized(r, g, scale_by_std=scale_by_std, eps=std_eps)
+        return group_normalized(r, g, scale_by_std=scale_by_std, std_eps=std_eps)
 
     A = resolve_advantages(rewards, advantages, log_probs, estimator, group_ids, validate=validate)
     check.check_loss_inputs(log_probs, old_log_probs, action_mask, A)
-    check.check_choice("aggregation", aggregation, AGGREGATIONS)
-    low = check.check_real("clip_eps", clip_eps, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False,
-                          finite=False)
-    high = low if clip_eps_high is None else check.check_real("clip_eps_high", clip_eps_high, low=0.0,
-                                                               low_inclusive=False, finite=False)
-    if log_ratio_clamp is not None:
-        check.check_real("log_ratio_clamp", log_ratio_clamp, low=0.0, low_inclusive=False, finite=False)
     if validate:
         check.check_loss_values(log_probs, old_log_probs, action_mask, A)
 
-    x = Tokens.of(log_probs, old_log_probs, action_mask, A, log_ratio_clamp)
-    log_r = x.log_pi - x.log_mu  # live: 0 on padding, where both are 0
+    dtype = compute_dtype(log_probs.dtype)
+    log_pi = masked(log_probs.to(dtype), action_mask)  # log π(a_it), carries the graph; 0 on padding
+    log_old = masked(old_log_probs.detach().to(dtype), action_mask)  # log π_old(a_it)
+    log_r = log_pi - log_old  # live: 0 on padding, where both are 0
+    num_clamped = torch.zeros((), dtype=torch.long, device=log_r.device)
     if log_ratio_clamp is not None:
+        num_clamped = torch.count_nonzero(log_r.detach().abs() > log_ratio_clamp)
         log_r = log_r.clamp(-log_ratio_clamp, log_ratio_clamp)
-    r, adv = torch.exp(log_r), x.advantages[:, None]                  # r_it, A_i
+    r, adv = torch.exp(log_r), A.detach().to(dtype)[:, None]  # r_it, A_i
+    ratio = r.detach()
     surrogate = torch.minimum(r * adv, r.clamp(1 - low, 1 + high) * adv)  # min(r A, clip(r) A)
     if validate:
-        check_overflow(x.ratio, action_mask)
+        check_overflow(ratio, action_mask)
     J = torch.where(action_mask, surrogate, 0.0)
     counts = {"num_sequences": num_sequences, "num_tokens": num_tokens, "max_tokens": max_tokens}
-    loss = -aggregate(J, action_mask, aggregation, **counts)          # token-mean by default
-    # Where the clip binds the token's gradient is exactly zero: that is what clip_fraction counts.
-    clipped = action_mask & (((adv > 0) & (x.ratio > 1 + high)) | ((adv < 0) & (x.ratio < 1 - low)))
-    if reference_log_probs is not None and kl_coef > 0:
+    loss = -aggregate(J, action_mask, aggregation, **counts)  # token-mean by default
+    penalized = reference_log_probs is not None and kl_coef > 0
+    if penalized:
         penalty = aggregate(k3_to_reference(log_probs, reference_log_probs, action_mask), action_mask,
                             aggregation, **counts)
         loss = loss + kl_coef * penalty
-    stats = x.stats(loss, torch.ones_like(x.sequence_kl, dtype=torch.bool), action_mask, clipped)
-    if reference_log_probs is not None and kl_coef > 0:
+    # Where the clip binds the token's gradient is exactly zero: that is what clip_fraction counts.
+    clipped = action_mask & (((adv > 0) & (ratio > 1 + high)) | ((adv < 0) & (ratio < 1 - low)))
+    stats = {
+        **ratio_stats(loss, adv[:, 0], ratio, action_mask, action_mask, num_clamped),
+        # The drift diagnostic D̄_i (GRPO does not gate on it): runs compare drift across losses.
+        "sequence_kl": sequence_mean(sampled_action_kl(log_pi, log_old, action_mask), action_mask),
+        "clip_fraction": torch.count_nonzero(clipped).to(dtype) / torch.count_nonzero(action_mask).to(dtype),
+    }
+    if penalized:
         stats["kl_reference"] = penalty.detach()
     return loss, stats
 
@@ -145,82 +143,24 @@ def k3_to_reference(log_probs: Tensor, reference_log_probs: Tensor, action_mask:
     return torch.exp(x) - x - 1
 
 
-# ----------------------------------------------------------------------------- group baselines
+# ----------------------------------------------------------------------------- the drift diagnostic
 
 
-def group_normalized(
-    rewards: Tensor, group_ids: Tensor | None = None, *, scale_by_std: bool = True, eps: float = GROUP_STD_EPS
-) -> Tensor:
-    """GRPO advantage: ``A_i = (R_i − mean_g R) / (std_g R + ε)`` over the trajectory's group g.
+def sampled_action_kl(log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor) -> Tensor:
+    """Per-token ``d_it = KL(Bernoulli(μ(a_it)) ‖ Bernoulli(π(a_it)))``, detached, 0 on padding.
 
-    ``std_g`` is the unbiased (Bessel-corrected) std of the group. A group of one gets advantage 0:
-    its only member is its own baseline and the unbiased std of one sample is undefined, so there is
-    no contrast to learn from (which is also why GRPO with G = 1 gives no signal). With
-    ``scale_by_std=False`` this is Dr. GRPO's :func:`group_centered`. Shape: ``[B]`` → ``[B]``.
-
-    >>> group_normalized(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([0, 0, 1, 1]))
-    tensor([ 0.7071, -0.7071,  0.0000,  0.0000])
+    The paper's proxy for how far the learner moved on the action actually sampled: it needs only
+    the two probabilities of that one token, not the full vocabulary. Shape: ``[B, T]`` → ``[B, T]``.
     """
-    rewards = promoted(rewards)
-    index, counts = group_index(group_ids, rewards.device)
-    k, sizes = counts.shape[0], counts.to(rewards.dtype)
-    shifted = shift_to_group_minimum(rewards, index, k)
-    centered = shifted - (group_sum(shifted, index, k) / sizes)[index]
-    if not scale_by_std:
-        return centered
-    std = torch.sqrt(group_sum(centered * centered, index, k) / (sizes - 1).clamp(min=1))
-    singleton = (counts == 1)[index]
-    return torch.where(singleton, torch.zeros_like(centered), centered / (std[index] + eps))
+    mu = masked(behavior_log_probs.detach(), action_mask).exp()
+    pi = masked(log_probs.detach(), action_mask).exp()
+    return masked(bernoulli_kl(mu, pi), action_mask)
 
 
-def group_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
-    """Dr. GRPO advantage: ``A_i = R_i − mean_g R`` (group mean, no std scaling; Liu et al. 2025).
+def sequence_mean(values: Tensor, action_mask: Tensor) -> Tensor:
+    """``(1/T_i) Σ_t values_it`` over each trajectory's policy tokens. Shape: ``[B, T]`` → ``[B]``.
 
-    >>> group_centered(torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0, 0, 1]))
-    tensor([ 0.5000, -0.5000,  0.0000])
+    A row without policy tokens gives NaN (the loss validates that every row has at least one).
     """
-    return group_normalized(rewards, group_ids, scale_by_std=False)
-
-
-def leave_one_out(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
-    """RLOO advantage: ``A_i = R_i − mean of the other members of its group`` (Kool et al. 2019).
-
-    The baseline excludes the sample itself, so the policy-gradient estimate is unbiased. Without
-    ``group_ids`` the whole batch is one group. A group of one has no "others" and gets 0.
-
-    >>> leave_one_out(torch.tensor([1.0, 0.0, 0.0]))
-    tensor([ 1.0000, -0.5000, -0.5000])
-    """
-    rewards = promoted(rewards)
-    if group_ids is None:
-        group_ids = torch.zeros(rewards.shape[0], dtype=torch.long, device=rewards.device)
-    index, counts = group_index(group_ids, rewards.device)
-    sizes = counts.to(rewards.dtype)[index]
-    shifted = shift_to_group_minimum(rewards, index, counts.shape[0])
-    others_mean = (group_sum(shifted, index, counts.shape[0])[index] - shifted) / (sizes - 1).clamp(min=1)
-    return torch.where(sizes > 1, shifted - others_mean, torch.zeros_like(rewards))
-
-
-def group_index(group_ids: Tensor | None, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Dense group index [B] in 0..K−1 and the group sizes [K]."""
-    if group_ids is None:
-        raise ValueError("this advantage estimator needs group_ids [B] (which prompt each trajectory answers)")
-    _, index = torch.unique(group_ids, return_inverse=True)
-    return index.to(device), torch.bincount(index).to(device)
-
-
-def group_sum(values: Tensor, index: Tensor, num_groups: int) -> Tensor:
-    return torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, index, values)
-
-
-def shift_to_group_minimum(rewards: Tensor, index: Tensor, num_groups: int) -> Tensor:
-    """``R_i − min_g R``: baselines are shift-invariant, and this makes equal rewards exactly 0.
-
-    In floating point the mean of G copies of 0.7 is not 0.7, so ``R − mean R`` of a constant group
-    is a few ulps instead of 0, and GRPO then divides those ulps by a std of the same size, giving
-    float32 advantages of ±0.1 to a group with no contrast at all. After the shift a constant group
-    is exactly 0 and so are its advantages.
-    """
-    minimum = torch.zeros(num_groups, dtype=rewards.dtype, device=rewards.device)
-    minimum = minimum.scatter_reduce(0, index, rewards, reduce="amin", include_self=False)
-    return rewards - minimum[index]
+    counts = torch.count_nonzero(action_mask, dim=1).to(values.dtype)
+    return masked(values, action_mask).sum(dim=1) / counts

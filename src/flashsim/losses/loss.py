@@ -12,22 +12,22 @@ Glossary: B trajectories, T token slots, T_i policy tokens of trajectory i, μ t
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-
 import torch
 from torch import Tensor
 
 from flashsim import validation as check
+from flashsim.losses.advantages import batch_centered, compute_dtype, resolve_advantages
+from flashsim.losses.validation import (
+    AGGREGATIONS,
+    check_filter,
+    check_flash_reinforce_options,
+    check_overflow,
+)
 
 # Probabilities are clamped into [KL_PROB_CLAMP, 1 − KL_PROB_CLAMP] before the Bernoulli KL (as in
 # FlashREINFORCE): at p or q = 0 or 1 the log terms are infinite, and at 1 − p = 1e-7 float32
 # cancellation makes (1 − p) meaningless anyway.
 KL_PROB_CLAMP = 1e-6
-
-GATES = ("sequence", "token", "none")
-"""Values of ``gate=``: the paper's Sequence Trust Region, its token-local ablation, no gate."""
 
 
 def flash_reinforce_loss(
@@ -88,8 +88,8 @@ def flash_reinforce_loss(
     Returns:
         ``(loss, stats)``; the stats are detached: ``advantages`` [B], ``sequence_kl`` [B], ``admitted``
         [B] bool, ``token_kept`` [B, T] bool, and scalars ``acceptance_rate``, ``token_acceptance_rate``,
-        ``ess``, ``ess_fraction``, ``clip_fraction``, ``ratio_min``, ``ratio_mean``, ``ratio_max``,
-        ``num_log_ratio_clamped``, ``loss``.
+        ``ess``, ``ess_fraction``, ``tis_capped_fraction`` (tokens whose ρ the TIS cap lowered),
+        ``ratio_min``, ``ratio_mean``, ``ratio_max``, ``num_log_ratio_clamped``, ``loss``.
 
     Shape:
         ``[B, T]`` log-probs (one dtype) and bool mask, ``[B]`` rewards/advantages.
@@ -100,98 +100,87 @@ def flash_reinforce_loss(
     >>> round(loss.item(), 4), stats["advantages"].tolist(), stats["admitted"].tolist()
     (-0.1733, [0.5, -0.5], [True, True])
     """
-    check.check_choice("gate", gate, GATES)
+    check_flash_reinforce_options(dict(
+        delta=delta, gate=gate, aggregation=aggregation, importance_sampling=importance_sampling, tis_cap=tis_cap,
+        ratio_bounds=ratio_bounds, max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp,
+        negative_token_fraction=negative_token_fraction))
     A = resolve_advantages(rewards, advantages, log_probs, batch_centered, validate=validate)  # A_i = R_i − mean R
     check.check_loss_inputs(log_probs, behavior_log_probs, action_mask, A)
-    check.check_choice("aggregation", aggregation, AGGREGATIONS)
-    _check_options(delta, tis_cap, ratio_bounds, log_ratio_clamp)
     check_filter(negative_token_fraction, entropies, failures, log_probs)
     if validate:
         check.check_loss_values(log_probs, behavior_log_probs, action_mask, A, entropies)
-    eligible = action_mask  # the tokens a gate may keep: all, or a failed row's highest-entropy ones
-    if negative_token_fraction < 1:
-        eligible = negative_token_filter(entropies, failures, action_mask, negative_token_fraction)
+    dtype = compute_dtype(log_probs.dtype)
+    log_pi = masked(log_probs.to(dtype), action_mask)  # log π(a_it), carries the graph; 0 on padding
+    log_mu = masked(behavior_log_probs.detach().to(dtype), action_mask)  # log μ(a_it)
+    A = A.detach().to(dtype)
+    T_i = torch.count_nonzero(action_mask, dim=1).to(dtype)
+    log_rho, num_clamped = log_importance_ratio(log_pi, log_mu, action_mask, clamp=log_ratio_clamp)
+    rho = log_rho.exp()  # ρ_it = exp(log π(a_it) − log μ(a_it)), detached
+    d = masked(bernoulli_kl(log_mu.exp(), log_pi.detach().exp()), action_mask)  # d_it = KL(Bern(μ) ‖ Bern(π))
+    D = d.sum(dim=1) / T_i  # D̄_i = (1/T_i) Σ_t d_it
+    m = D <= delta  # m_i = 1[D̄_i ≤ δ]
+    weight = rho  # sg(ρ_it)
 
-    x = Tokens.of(log_probs, behavior_log_probs, action_mask, A, log_ratio_clamp)
-    rho, d, D = x.ratio, x.token_kl, x.sequence_kl  # ρ_it = π/μ, d_it = KL(Bern(μ) ‖ Bern(π)), D̄_i = mean_t d_it
-    admitted = D <= delta if gate == "sequence" else torch.ones_like(D, dtype=torch.bool)  # m_i = 1[D̄_i ≤ δ]
-    keep = eligible & admitted[:, None]
+    # The ablations, each a named option; at the paper's values none of these lines changes m, keep or weight.
+    if gate != "sequence":
+        m = torch.ones_like(m)
+    keep = action_mask & m[:, None]  # the tokens that enter the sum
+    if negative_token_fraction < 1:
+        keep = keep & negative_token_filter(entropies, failures, action_mask, negative_token_fraction)
     if gate == "token":
         keep = keep & (d <= delta)
     if ratio_bounds is not None:
         keep = keep & (rho >= ratio_bounds[0]) & (rho <= ratio_bounds[1])
-    weight = rho if importance_sampling else torch.ones_like(rho)  # sg(ρ_it)
+    if not importance_sampling:
+        weight = torch.ones_like(rho)
     capped = torch.zeros_like(keep)
     if tis_cap is not None:
         weight, capped = rho.clamp(max=tis_cap), keep & (rho > tis_cap)
+
     if validate:
         check_overflow(rho, keep)
     weight = torch.where(keep, weight, 0.0)  # a dropped token's ratio may be inf: select it away first
-    J = torch.where(keep, weight * x.advantages[:, None] * x.log_pi, 0.0)  # J_it = m_i ρ_it A_i log π(a_it)
+    J = torch.where(keep, weight * A[:, None] * log_pi, 0.0)  # J_it = m_i ρ_it A_i log π(a_it)
     loss = -aggregate(J, action_mask, aggregation,  # L = −Σ_i u_i Σ_t J_it, u_i = 1/(B T_i) for sample-mean
                       num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens)
-    return loss, x.stats(loss, admitted, keep, capped)
+    num_policy_tokens = T_i.sum()
+    return loss, {
+        **ratio_stats(loss, A, rho, action_mask, keep, num_clamped), "sequence_kl": D, "admitted": m,
+        "acceptance_rate": m.to(dtype).mean(),
+        "tis_capped_fraction": torch.count_nonzero(capped).to(dtype) / num_policy_tokens,
+    }
+
+
+def ratio_stats(loss: Tensor, advantages: Tensor, ratio: Tensor, action_mask: Tensor, kept: Tensor,
+                num_clamped: Tensor) -> dict[str, Tensor]:
+    """The detached diagnostics both losses report: the loss, A, the kept tokens and the ratio's spread.
+
+    Shape: advantages ``[B]``, ratio (detached) and the bool masks ``[B, T]``; the rest are scalars.
+    """
+    dtype = ratio.dtype
+    num_tokens = torch.count_nonzero(action_mask).to(dtype)
+    on_policy = masked(ratio, action_mask)  # ρ on policy tokens, 0 on padding
+    ess = effective_sample_size(ratio, action_mask)
+    return {
+        "loss": loss.detach(),
+        "advantages": advantages,
+        "token_kept": kept,
+        "token_acceptance_rate": torch.count_nonzero(kept).to(dtype) / num_tokens,
+        "ess": ess,
+        "ess_fraction": ess / num_tokens,
+        "ratio_min": masked(ratio, action_mask, torch.inf).min(),
+        "ratio_mean": on_policy.sum() / num_tokens,
+        "ratio_max": on_policy.max(),  # ratios are ≥ 0: the zeros on padding never win
+        "num_log_ratio_clamped": num_clamped,
+    }
 
 
 # ----------------------------------------------------------------------------- the token quantities
 
 
-@dataclass(frozen=True)
-class Tokens:
-    """The per-token quantities of one batch in the compute dtype, 0 on padding. Shape: ``[B, T]`` or ``[B]``."""
-
-    log_pi: Tensor  # log π(a_it), carries the graph
-    log_mu: Tensor  # log μ(a_it), detached
-    ratio: Tensor  # ρ_it = exp(log π − log μ), detached (log-ratio clamped when asked)
-    token_kl: Tensor  # d_it
-    sequence_kl: Tensor  # D̄_i
-    advantages: Tensor  # A_i, detached
-    mask: Tensor  # action_mask
-    num_clamped: Tensor  # policy tokens whose log-ratio was clamped
-
-    @classmethod
-    def of(cls, log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor, advantages: Tensor,
-           log_ratio_clamp: float | None = None) -> Tokens:
-        dtype = compute_dtype(log_probs.dtype)
-        log_pi = masked(log_probs.to(dtype), action_mask)
-        log_mu = masked(behavior_log_probs.detach().to(dtype), action_mask)
-        log_ratio, num_clamped = log_importance_ratio(log_pi, log_mu, action_mask, clamp=log_ratio_clamp)
-        token_kl = sampled_action_kl(log_pi, log_mu, action_mask)
-        return cls(log_pi, log_mu, log_ratio.exp(), token_kl, sequence_mean(token_kl, action_mask),
-                   advantages.detach().to(dtype), action_mask, num_clamped)
-
-    def stats(self, loss: Tensor, admitted: Tensor, kept: Tensor, clipped: Tensor) -> dict[str, Tensor]:
-        """The detached diagnostics of one loss call (keys in :func:`flash_reinforce_loss`, Returns)."""
-        dtype = self.ratio.dtype
-        num_tokens = torch.count_nonzero(self.mask).to(dtype)
-        on_policy = masked(self.ratio, self.mask)  # ρ on policy tokens, 0 on padding
-        ess = effective_sample_size(self.ratio, self.mask)
-        return {
-            "loss": loss.detach(),
-            "advantages": self.advantages,
-            "sequence_kl": self.sequence_kl,
-            "admitted": admitted,
-            "token_kept": kept,
-            "acceptance_rate": admitted.to(dtype).mean(),
-            "token_acceptance_rate": torch.count_nonzero(kept).to(dtype) / num_tokens,
-            "ess": ess,
-            "ess_fraction": ess / num_tokens,
-            "clip_fraction": torch.count_nonzero(clipped).to(dtype) / num_tokens,
-            "ratio_min": masked(self.ratio, self.mask, torch.inf).min(),
-            "ratio_mean": on_policy.sum() / num_tokens,
-            "ratio_max": on_policy.max(),  # ratios are ≥ 0: the zeros on padding never win
-            "num_log_ratio_clamped": self.num_clamped,
-        }
-
-
 def masked(values: Tensor, action_mask: Tensor, fill: float = 0.0) -> Tensor:
     """``values`` on policy tokens, ``fill`` on padding (NaN-safe)."""
     return torch.where(action_mask, values, fill)
-
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """bf16/fp16 are promoted to float32 before exp and log; float32 and float64 are kept."""
-    return torch.promote_types(dtype, torch.float32)
 
 
 def log_importance_ratio(
@@ -226,26 +215,6 @@ def bernoulli_kl(p: Tensor, q: Tensor) -> Tensor:
     return kl.clamp(min=0.0)
 
 
-def sampled_action_kl(log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor) -> Tensor:
-    """Per-token ``d_it = KL(Bernoulli(μ(a_it)) ‖ Bernoulli(π(a_it)))``, detached, 0 on padding.
-
-    The paper's proxy for how far the learner moved on the action actually sampled: it needs only
-    the two probabilities of that one token, not the full vocabulary. Shape: ``[B, T]`` → ``[B, T]``.
-    """
-    mu = masked(behavior_log_probs.detach(), action_mask).exp()
-    pi = masked(log_probs.detach(), action_mask).exp()
-    return masked(bernoulli_kl(mu, pi), action_mask)
-
-
-def sequence_mean(values: Tensor, action_mask: Tensor) -> Tensor:
-    """``(1/T_i) Σ_t values_it`` over each trajectory's policy tokens. Shape: ``[B, T]`` → ``[B]``.
-
-    A row without policy tokens gives NaN (the loss validates that every row has at least one).
-    """
-    counts = torch.count_nonzero(action_mask, dim=1).to(values.dtype)
-    return masked(values, action_mask).sum(dim=1) / counts
-
-
 def effective_sample_size(weights: Tensor, action_mask: Tensor) -> Tensor:
     """Kish's ESS of the importance weights over policy tokens: ``(Σw)² / Σw²`` (a 0-dim tensor)."""
     w = masked(weights, action_mask)
@@ -278,73 +247,8 @@ def negative_token_filter(entropies: Tensor, failures: Tensor, action_mask: Tens
     return action_mask & ((rank < keep_count[:, None]) | ~failures[:, None])
 
 
-# ----------------------------------------------------------------------------- advantages
-
-
-def batch_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
-    """One-Batch REINFORCE advantage: ``A_i = R_i − (1/B) Σ_j R_j`` (FlashREINFORCE).
-
-    The baseline is the mean reward of the fresh batch itself, with no std scaling. Because R_i is in
-    its own baseline, on-policy ``E[A_i ∇log π(τ_i)] = (1 − 1/B) ∇J``: a known, uniform shrinkage.
-    ``group_ids`` is accepted for a uniform signature and ignored. Shape: ``[B]`` → ``[B]``.
-
-    >>> batch_centered(torch.tensor([1.0, 0.0, 0.0, 1.0]))
-    tensor([ 0.5000, -0.5000, -0.5000,  0.5000])
-    """
-    rewards = promoted(rewards)
-    shifted = rewards - rewards.min()  # exact zeros for equal rewards (see grpo.shift_to_group_minimum)
-    return shifted - shifted.mean()
-
-
-def positive_only(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
-    """No baseline: ``A_i = R_i``. With 0/1 rewards, failures give no learning signal at all.
-
-    The ablation of the article's §8 ("positive-only feedback collapsed to 9.8").
-
-    >>> positive_only(torch.tensor([1.0, 0.0]))
-    tensor([1., 0.])
-    """
-    return promoted(rewards).clone()
-
-
-def promoted(rewards: Tensor) -> Tensor:
-    """Detached rewards in their compute dtype: a mean taken in bf16 is off by up to 4.5e-3 (fp16: 4.9e-4)."""
-    return rewards.detach().to(compute_dtype(rewards.dtype))
-
-
-def resolve_advantages(
-    rewards: Tensor | None, advantages: Tensor | None, reference: Tensor, estimator: Callable,
-    group_ids: Tensor | None = None, *, validate: bool = True,
-) -> Tensor:
-    """``advantages`` when given, else ``estimator(rewards, group_ids)`` in the compute dtype of ``reference``.
-
-    Shape: rewards, advantages, group_ids ``[B]``; reference: the ``[B, T]`` log-probs.
-    """
-    check.check_token_tensor("log_probs", reference)
-    if advantages is not None:
-        return check.check_per_trajectory("advantages", advantages, reference)
-    if rewards is None:
-        raise ValueError("pass rewards [B] (or precomputed advantages=[B]); both are None")
-    check.check_per_trajectory("rewards", rewards, reference)
-    if group_ids is not None:
-        check.check_per_trajectory("group_ids", group_ids, reference, integer=True)
-    if validate and not bool(torch.isfinite(rewards).all()):
-        raise ValueError("rewards must be finite, found NaN or inf")
-    return estimator(rewards.to(compute_dtype(reference.dtype)), group_ids)
-
-
 # ----------------------------------------------------------------------------- aggregation
 
-AGGREGATIONS = ("sample_mean", "token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
-"""How per-token terms become one scalar. Every mode gives the tokens of trajectory i one weight u_i:
-
-- ``sample_mean``: ``u_i = 1 / (B · T_i)`` (FlashREINFORCE; DeepSeekMath GRPO; TRL ``"grpo"``). Every
-  trajectory weighs the same whatever its length; per token, a long trajectory weighs 1/T_i less.
-- ``token_mean``: ``u_i = 1 / Σ_j T_j`` (DAPO; TRL's default). Trajectory i weighs ∝ T_i, so long
-  trajectories (often long failures) dominate: the length blow-up of the article's §4.3.
-- ``seq_mean_token_sum``: ``u_i = 1 / B``, the plain REINFORCE estimate of ∇J; its scale grows with length.
-- ``seq_mean_token_sum_norm``: ``u_i = 1 / (B · T_max)`` (Dr. GRPO; TRL ``"dr_grpo"``), T_max the budget.
-"""
 
 
 def token_weights(
@@ -390,96 +294,3 @@ def aggregate(
     weights = token_weights(action_mask, mode, dtype=values.dtype, num_sequences=num_sequences,
                             num_tokens=num_tokens, max_tokens=max_tokens)
     return (torch.where(action_mask, values, 0.0) * weights).sum()
-
-
-# ----------------------------------------------------------------------------- the registry's row type
-
-
-@dataclass(frozen=True)
-class LossSpec:
-    """One named loss of :data:`flashsim.losses.LOSSES`: a loss function, its advantage, its fixed options.
-
-    Calling it computes the advantages with ``advantage`` (unless ``advantages=`` is given) and calls
-    ``loss`` with ``options`` overridden by the caller's::
-
-        spec(log_probs, behavior_log_probs, rewards, action_mask, group_ids=None, **options) -> (loss, stats)
-    """
-
-    loss: Callable[..., tuple[Tensor, dict[str, Tensor]]]
-    advantage: Callable[[Tensor, Tensor | None], Tensor]
-    description: str
-    options: Mapping[str, object] = field(default_factory=dict)
-    group_size: int = 1
-    """Rollouts per prompt G that the algorithm samples by default (8 for the GRPO family, 1 otherwise)."""
-    needs_groups: bool = False
-    """True when the advantage can only be formed from sibling rollouts (``group_ids``)."""
-
-    def resolved(self, options: Mapping[str, object] = {}) -> dict[str, object]:  # noqa: B006 (read only)
-        """Every keyword option a call with ``options`` runs with: the function's defaults, the row's, the caller's."""
-        defaults = {name: p.default for name, p in inspect.signature(self.loss).parameters.items()
-                    if p.kind is p.KEYWORD_ONLY}
-        return {**defaults, **self.options, **options}
-
-    def check_options(self, options: Mapping[str, object], name: str = "loss_options") -> None:
-        """Every key of ``options`` is a keyword option of the loss function (else a ValueError listing them)."""
-        known = self.resolved()
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            raise ValueError(f"{name} has {', '.join(map(repr, unknown))}, which {self.loss.__name__} does not take; "
-                             f"its options are {', '.join(sorted(known))}")
-
-    def needs_entropies(self, options: Mapping[str, object] = {}) -> bool:  # noqa: B006 (read only)
-        """True when a call with ``options`` runs the negative-token filter (it needs ``entropies``, ``failures``)."""
-        return self.resolved(options).get("negative_token_fraction", 1.0) < 1
-
-    def __call__(self, log_probs: Tensor, behavior_log_probs: Tensor, rewards: Tensor | None, action_mask: Tensor,
-                 group_ids: Tensor | None = None, *, advantages: Tensor | None = None, **options):
-        if advantages is None:
-            if self.needs_groups and group_ids is None:
-                raise ValueError(f"{self.advantage.__name__!r} advantages need group_ids [B] "
-                                 "(which prompt each trajectory answers)")
-            advantages = resolve_advantages(rewards, None, log_probs, self.advantage, group_ids,
-                                            validate=options.get("validate", True))
-        return self.loss(log_probs, behavior_log_probs, None, action_mask, advantages=advantages,
-                         **{**self.options, **options})
-
-
-# ----------------------------------------------------------------------------- input checks
-
-
-def check_filter(fraction: float, entropies: Tensor | None, failures: Tensor | None, log_probs: Tensor) -> None:
-    """The negative-token filter's inputs: q in [0, 1]; with q < 1, entropies [B, T] and failures [B] bool."""
-    fraction = check.check_real("negative_token_fraction", fraction, low=0.0, high=1.0, finite=False)
-    if fraction < 1 and (entropies is None or failures is None):
-        missing = " and ".join(n for n, v in (("entropies", entropies), ("failures", failures)) if v is None)
-        raise ValueError(
-            f"negative_token_fraction={fraction:g} < 1 needs entropies [B, T] (the behaviour policy's per-token "
-            f"entropies) and failures [B] bool; {missing} not given (or set negative_token_fraction=1.0)"
-        )
-    if entropies is not None:
-        check.check_token_tensor("entropies", entropies, log_probs, same_dtype=False)
-    if failures is not None:
-        check.check_per_trajectory("failures", failures, log_probs, boolean=True)
-
-
-def check_overflow(ratio: Tensor, kept: Tensor) -> None:
-    """A kept token whose ratio π/μ overflowed would poison the loss: say how to fix it."""
-    if not bool(torch.isfinite(masked(ratio, kept)).all()):
-        raise FloatingPointError(
-            "an importance ratio π/μ overflowed on an admitted token (log-ratio too large); pass "
-            "log_ratio_clamp=30.0 to clamp it, or check that behavior_log_probs belong to these tokens"
-        )
-
-
-def _check_options(delta: float, tis_cap: float | None, ratio_bounds: object, log_ratio_clamp: float | None) -> None:
-    check.check_real("delta", delta, low=0.0, finite=False)
-    if tis_cap is not None:
-        check.check_real("tis_cap", tis_cap, low=0.0, low_inclusive=False, finite=False)
-    if ratio_bounds is not None:
-        if not (isinstance(ratio_bounds, tuple) and len(ratio_bounds) == 2):
-            raise TypeError(f"ratio_bounds must be a (low, high) tuple, got {ratio_bounds!r}")
-        low = check.check_real("ratio_bounds[0]", ratio_bounds[0], low=0.0, finite=False)
-        check.check_real("ratio_bounds[1]", ratio_bounds[1], low=low, finite=False)
-    if log_ratio_clamp is not None:
-        check.check_real("log_ratio_clamp", log_ratio_clamp, low=0.0, low_inclusive=False, finite=False)
-

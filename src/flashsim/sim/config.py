@@ -34,7 +34,7 @@ import numpy as np
 
 import toy_envs
 from flashsim.config import PARSE, SECTION_BASE
-from flashsim.losses import LOSSES
+from flashsim.losses import LOSSES, check_loss_options
 from flashsim.validation import check_choice, check_instance, check_int, check_probability, check_real
 
 
@@ -191,7 +191,7 @@ class AlgorithmConfig:
 
     def __post_init__(self) -> None:
         check_choice("loss", self.loss, LOSSES)
-        LOSSES[self.loss].check_options(self.loss_options, "algorithm.loss_options")
+        options = check_loss_options(self.loss, self.loss_options, "algorithm.loss_options")
         for name in ("batch_size", "group_size", "epochs", "minibatches"):
             check_int(name, getattr(self, name), low=1)
         check_choice("optimizer", self.optimizer, ("adam", "sgd"))
@@ -203,7 +203,7 @@ class AlgorithmConfig:
                 f"batch_size ({self.batch_size}) must split into minibatches ({self.minibatches}) of whole "
                 f"groups (group_size {self.group_size})"
             )
-        object.__setattr__(self, "loss_options", dict(self.loss_options))
+        object.__setattr__(self, "loss_options", options)
 
     @classmethod
     def for_loss(cls, loss: str, **fields: Any) -> AlgorithmConfig:

@@ -16,8 +16,8 @@ The learner: an algorithm is a configuration of :mod:`flashsim.losses` — the l
 1. builds the ``[B, T]`` tensors (T = the longest trajectory of the batch) and the boolean
    ``action_mask`` from the stored rows;
 2. computes the advantages once over the **whole** collected batch with the registry entry's own
-   estimator (``LOSSES[name].advantage``), so that minibatches and PPO epochs share one
-   baseline (the "centre before splitting" contract of :mod:`flashsim.losses.loss`);
+   estimator and the run's loss options (``LOSSES[name].compute_advantages``), so that minibatches and
+   PPO epochs share one baseline (the "centre before splitting" contract of :mod:`flashsim.losses.loss`);
 3. takes ``epochs × minibatches`` optimizer steps (``loss.backward()`` and a ``torch.optim``
    optimizer, like every PyTorch loop), minibatch j being rows ``[j·B/m, (j+1)·B/m)``
    (whole groups, since siblings are adjacent); each step recomputes log π_θ of the stored
@@ -92,7 +92,8 @@ METRIC_KEYS = (
     "update", "env/reward", "env/success_train", "env/success_train_stderr", "env/success_heldout",
     "env/length", "env/truncation",
     "env/tool_calls", "policy/entropy", "trust/acceptance_rate", "trust/token_acceptance_rate",
-    "trust/sequence_kl", "trust/clip_fraction", "trust/ess_fraction", "trust/ratio_max", "loss/value",
+    "trust/sequence_kl", "trust/clip_fraction", "trust/tis_capped_fraction", "trust/ess_fraction", "trust/ratio_max",
+    "loss/policy",
     "lag/mean", "lag/max", "time/sim_clock", "time/learner_idle", "time/worker_idle",
     "data/rollouts_total", "data/crashed",
 )
@@ -277,13 +278,18 @@ OPTIMIZERS = {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}
 
 #: Stats of the loss reported per update, as (metric key, stats key).
 _LOSS_METRICS = (
-    ("loss/value", "loss"),
+    ("loss/policy", "loss"),
     ("trust/acceptance_rate", "acceptance_rate"),
     ("trust/token_acceptance_rate", "token_acceptance_rate"),
     ("trust/clip_fraction", "clip_fraction"),
+    ("trust/tis_capped_fraction", "tis_capped_fraction"),
     ("trust/ess_fraction", "ess_fraction"),
     ("trust/ratio_max", "ratio_max"),
 )
+
+#: The value of a stat a loss does not report because it lacks the mechanism: without a gate (GRPO) every
+#: trajectory is used; without PPO's clip (FlashREINFORCE) or a TIS cap (GRPO) no token is clipped or capped.
+_WITHOUT_MECHANISM = {"acceptance_rate": 1.0, "clip_fraction": 0.0, "tis_capped_fraction": 0.0}
 
 
 @dataclass
@@ -317,7 +323,6 @@ class Learner:
     def __init__(self, policy: torch.nn.Module, algorithm: AlgorithmConfig) -> None:
         self.policy, self.algorithm = policy, algorithm
         self.loss_fn = LOSSES[algorithm.loss]  # the name was checked by AlgorithmConfig
-        self.advantage_fn = self.loss_fn.advantage
         self.options = dict(algorithm.loss_options)
         self.filters_tokens = self.loss_fn.needs_entropies(self.options)
         self.optimizer = OPTIMIZERS[algorithm.optimizer](policy.parameters(), lr=algorithm.learning_rate)
@@ -342,7 +347,7 @@ class Learner:
             behavior_log_probs=torch.from_numpy(rows.behavior_log_probs[:, :T]).to(self.dtype),
             action_mask=torch.from_numpy(mask),
             rewards=rewards,
-            advantages=self.advantage_fn(rewards, group_ids),
+            advantages=self.loss_fn.compute_advantages(rewards, group_ids, self.options),
             group_ids=group_ids,
             entropies=entropies,
             failures=failures,
@@ -380,9 +385,11 @@ class Learner:
             entropy = -(detached.exp() * detached).sum(dim=-1)[observations]
             token_entropy = torch.where(mask, entropy, 0.0).sum() / mask.sum()
             sequence_kl = stats["sequence_kl"].mean()
-            values = torch.stack([stats[key].to(self.dtype) for _, key in _LOSS_METRICS] + [sequence_kl, token_entropy])
+            values = torch.stack([torch.as_tensor(stats.get(key, _WITHOUT_MECHANISM.get(key)), dtype=self.dtype)
+                                  for _, key in _LOSS_METRICS] + [sequence_kl, token_entropy])
         names = [name for name, _ in _LOSS_METRICS] + ["trust/sequence_kl", "policy/entropy"]
-        return dict(zip(names, values.tolist())), stats["admitted"].numpy()
+        admitted = stats.get("admitted", torch.ones(mask.shape[0], dtype=torch.bool))  # no gate: all used
+        return dict(zip(names, values.tolist())), admitted.numpy()
 
     def state_dict(self) -> LearnerState:
         """Policy and optimizer state (``torch``'s own ``state_dict`` formats)."""

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from flashsim.losses import check_loss_options
 from flashsim.testing.conventions import ALGORITHMS, get_convention
 from flashsim.testing.invariants import INVARIANTS, Case, Context, Invariant
 from flashsim.testing.report import InvariantResult, LossReport, describe
-from flashsim.validation import check_choice, check_int, check_real
+from flashsim.validation import check_choice, check_int
 
 
 def check_loss(
@@ -56,8 +57,9 @@ def check_loss(
     style = get_convention(convention)
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    delta, clip_eps, std_eps = (check_real(name, value, low=0.0) for name, value in
-                                (("delta", delta), ("clip_eps", clip_eps), ("std_eps", std_eps)))
+    delta = check_loss_options("flash_reinforce", {"delta": delta}, "options")["delta"]
+    grpo = check_loss_options("grpo", {"clip_eps": clip_eps, "std_eps": std_eps}, "options")
+    clip_eps, std_eps = grpo["clip_eps"], grpo["std_eps"]
     max_examples = check_int("max_examples", max_examples, low=1)
     for name in invariants or ():
         check_choice("invariants", name, (invariant.name for invariant in INVARIANTS))

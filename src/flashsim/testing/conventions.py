@@ -53,8 +53,9 @@ from flashsim.losses import LOSSES, aggregate, group_normalized
 from flashsim.testing.strategies import LossBatch
 from flashsim.validation import check_choice
 
-ALGORITHMS = ("flash_reinforce", "grpo")
-AGGREGATION = {"flash_reinforce": "sample_mean", "grpo": "token_mean"}
+ALGORITHMS = tuple(name for name, spec in LOSSES.items() if spec.loss.__name__ == f"{name}_loss" and not spec.options)
+"""The registry rows that are a loss function itself (its own advantage, no fixed options): flash_reinforce, grpo."""
+AGGREGATION = {name: LOSSES[name].resolved()["aggregation"] for name in ALGORITHMS}
 """The aggregation mode each algorithm prescribes (DESIGN.md)."""
 VERL_MODES = {"sample_mean": "seq-mean-token-mean", "token_mean": "token-mean"}
 
@@ -78,8 +79,8 @@ def algorithm_advantages(algorithm: str, rewards: Tensor, group_ids: Tensor, *, 
     of its row of :data:`flashsim.losses.LOSSES` (flash_reinforce: batch-centred; the property suite runs
     the invariants on every row)."""
     if algorithm == "grpo":
-        return group_normalized(rewards, group_ids, eps=eps)
-    return LOSSES[algorithm].advantage(rewards, group_ids)
+        return group_normalized(rewards, group_ids, std_eps=eps)
+    return LOSSES[algorithm].compute_advantages(rewards, group_ids)
 
 
 def _scalar(name: str, value: object) -> Tensor:

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from flashsim.losses import LOSSES, bernoulli_kl
-from flashsim.testing.conventions import Convention, algorithm_advantages, shard_of
+from flashsim.testing.conventions import ALGORITHMS, Convention, algorithm_advantages, shard_of
 from flashsim.testing.strategies import LossBatch, loss_batches, shard_sizes
 
 
@@ -346,7 +346,7 @@ class Invariant:
     design: str
     statement: str
     check: Callable[[Context, Case], None]
-    algorithms: tuple[str, ...] = ("flash_reinforce", "grpo")
+    algorithms: tuple[str, ...] = ALGORITHMS
     needs_own_advantages: bool = False
 
 

@@ -330,7 +330,7 @@ def global_advantages(name: str, batch: LossBatch, *, scale_by_std: bool = True)
         return batch_centered(batch.rewards)
     if name == "grpo_loss":
         return group_normalized(batch.rewards, batch.group_ids, scale_by_std=scale_by_std)
-    return get_loss(name).advantage(batch.rewards, batch.group_ids)
+    return get_loss(name).compute_advantages(batch.rewards, batch.group_ids)
 
 
 def evaluate_sharded_loss(
@@ -345,7 +345,7 @@ def evaluate_sharded_loss(
     Returns:
         ``(Σ shard losses, gradient [B, T] assembled from the shards, per-trajectory stats [B])`` —
         to compare with :func:`evaluate_loss` on the whole batch. The per-trajectory stats are
-        ``advantages``, ``sequence_kl`` and ``admitted``.
+        ``advantages``, ``sequence_kl`` and (losses with a gate) ``admitted``.
 
     >>> batch = random_loss_batch(torch.Generator().manual_seed(0), batch_size=4, width=3)
     >>> full, _, _ = evaluate_loss("flash_reinforce_loss", batch)
@@ -358,7 +358,7 @@ def evaluate_sharded_loss(
     counts = {"num_sequences": batch.batch_size, "num_tokens": batch.num_tokens, "max_tokens": batch.width}
     total = torch.zeros((), dtype=torch.promote_types(batch.log_probs.dtype, torch.float32))
     gradient = torch.zeros_like(batch.log_probs)
-    per_trajectory = {key: [] for key in ("advantages", "sequence_kl", "admitted")}
+    per_trajectory: dict[str, list] = {}
     covered = torch.zeros(batch.batch_size, dtype=torch.long)
     for rows in shards:
         rows = torch.as_tensor(rows, dtype=torch.long)
@@ -367,8 +367,9 @@ def evaluate_sharded_loss(
             name, batch.select(rows), advantages=advantages[rows], **counts, **options
         )
         total, gradient[rows] = total + loss, shard_gradient
-        for key, values in per_trajectory.items():
-            values.append((rows, stats[key]))
+        for key in ("advantages", "sequence_kl", "admitted"):  # GRPO has no gate: no admitted
+            if key in stats:
+                per_trajectory.setdefault(key, []).append((rows, stats[key]))
     if not bool((covered == 1).all()):
         raise ValueError(f"shards must partition the rows 0..{batch.batch_size - 1}; row counts {covered.tolist()}")
     return total, gradient, {key: _scatter_rows(values, batch.batch_size) for key, values in per_trajectory.items()}

@@ -24,12 +24,12 @@ Glossary: c batches in a chunk, B trajectories, T token slots, O observations, A
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import Tensor
 
-from flashsim.losses import token_weights
+from flashsim.losses import LossSpec, token_weights
 from flashsim.policies import Policy
 from flashsim.sim.rollouts import Snapshot
 from flashsim.variance.problem import Problem
@@ -47,8 +47,9 @@ def behavior_snapshot(policy: Policy) -> Snapshot:
     return Snapshot.of_log_probs(log_prob_table(policy).numpy(), 0)
 
 
-def batch_advantages(loss_fn: Callable, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
-    """Each batch's advantages by the registry's estimator for ``loss_fn``. Shape: ``[c, B] -> [c, B]``.
+def batch_advantages(loss_fn: LossSpec, rewards: Tensor, group_ids: Tensor | None,
+                     options: Mapping[str, object] = {}) -> Tensor:  # noqa: B006 (read only)
+    """Each batch's advantages by the registry estimator of ``loss_fn`` with ``options``. Shape: ``[c, B] -> [c, B]``.
 
     Batched with ``vmap`` where the estimator allows it. The group estimators (group-normalised,
     group-centred, leave-one-out) sum groups in place, which ``vmap`` cannot batch; they only combine
@@ -56,7 +57,7 @@ def batch_advantages(loss_fn: Callable, rewards: Tensor, group_ids: Tensor | Non
     each batch's own advantages (``tests/variance`` checks this against the per-batch loss for every
     registered loss).
     """
-    estimator = loss_fn.advantage
+    estimator = loss_fn.estimator(options)
     try:
         return torch.vmap(estimator, in_dims=(0, None))(rewards, group_ids)
     except RuntimeError:
@@ -81,7 +82,7 @@ def log_prob_coefficients(
     """
     chunk, budget, width = log_probs.shape
     mask = rollouts.action_mask
-    advantages = batch_advantages(loss_fn, rollouts.rewards, group_ids)
+    advantages = batch_advantages(loss_fn, rollouts.rewards, group_ids, options)
     stacked_ids = None if group_ids is None else (group_ids + torch.arange(chunk)[:, None] * budget).reshape(-1)
     leaf = log_probs.detach().reshape(chunk * budget, width).requires_grad_(True)
     with torch.enable_grad():
@@ -118,12 +119,13 @@ def batch_stats(stats: dict[str, Tensor], log_probs: Tensor, rollouts: Rollouts)
     ratio = torch.exp(log_probs - rollouts.behavior_log_probs) * mask  # both log-probs are finite on padding
     ess = ratio.sum(dim=(1, 2)) ** 2 / (ratio * ratio).sum(dim=(1, 2))
     return {
-        "acceptance_rate": stats["admitted"].view(chunk, budget).to(torch.float64).mean(dim=1),
+        "acceptance_rate": stats["admitted"].view(chunk, budget).to(torch.float64).mean(dim=1) if "admitted" in stats
+        else torch.ones(chunk, dtype=torch.float64),  # no gate (GRPO): every trajectory is used
         "token_acceptance_rate": (stats["token_kept"].view(mask.shape) & mask).sum(dim=(1, 2)) / tokens,
         "ess": ess,
         "ess_fraction": ess / tokens,
         "num_tokens": tokens,
-        "clipped_tokens": stats["clip_fraction"].to(torch.float64) * tokens.sum(),
+        "clipped_tokens": clipped_or_capped(stats).to(torch.float64) * tokens.sum(),
     }
 
 
@@ -176,3 +178,8 @@ def fast_update_directions(problem: Problem, prompts: Tensor, uniforms: Uniforms
     logit_grads = logit_gradients(coefficients, rollouts, log_table.exp())
     stats["mean_length"] = rollouts.lengths.to(torch.float64).mean(dim=1)
     return -parameter_gradients(problem.policy, logit_grads), stats
+
+
+def clipped_or_capped(stats: dict[str, Tensor]) -> Tensor:
+    """The fraction of tokens whose weight a ratio limit changed: PPO's clip (GRPO) or the TIS cap (FlashREINFORCE)."""
+    return stats["clip_fraction"] if "clip_fraction" in stats else stats["tis_capped_fraction"]

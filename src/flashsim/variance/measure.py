@@ -24,7 +24,7 @@ import torch
 
 import toy_envs
 from flashsim.exact import exact_gradient, to_torch
-from flashsim.losses import LossSpec, get_loss
+from flashsim.losses import check_loss_options, get_loss
 from flashsim.policies import Policy
 from flashsim.testing import ALGORITHMS, LossBatch, get_convention
 from flashsim.validation import check_choice, check_divisible, check_instance, check_int, check_real
@@ -108,12 +108,12 @@ def update_directions(
     return directions, stats, clipped_tokens
 
 
-def _loss_options(loss_fn: LossSpec, delta: float, horizon: int, loss_options: dict) -> dict:
+def _loss_options(name: str, delta: float, horizon: int, loss_options: dict) -> dict:
     reserved = sorted(set(loss_options) & set(_RESERVED_OPTIONS))
     if reserved:
         raise ValueError(f"loss options {reserved} are set by measure_gradient itself; remove them")
-    loss_fn.check_options(loss_options)
-    gate = {"delta": delta} if "delta" in loss_fn.resolved() else {}  # GRPO's clip has no δ
+    loss_options = check_loss_options(name, loss_options)
+    gate = {"delta": delta} if "delta" in get_loss(name).resolved() else {}  # GRPO's clip has no δ
     # T_max of seq_mean_token_sum_norm (Dr. GRPO) is the generation budget H, not the padded width.
     return {**gate, "max_tokens": horizon, **loss_options}
 
@@ -210,7 +210,7 @@ def measure_gradient(
         needs_groups = algorithm == "grpo"
     else:
         loss_fn = get_loss(estimator)
-        options, needs_groups = _loss_options(loss_fn, delta, tables.horizon, loss_options), loss_fn.needs_groups
+        options, needs_groups = _loss_options(estimator, delta, tables.horizon, loss_options), loss_fn.needs_groups
     grouped = needs_groups if grouped is None else bool(grouped)
     group_size = _check_design(budget, num_batches, group_size, grouped, replicates)
 

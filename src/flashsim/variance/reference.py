@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from flashsim.variance.gradients import clipped_or_capped
 from flashsim.variance.problem import Problem
 from flashsim.variance.sampling import Rollouts, Uniforms, batch_uniforms, simulate
 
@@ -33,10 +34,12 @@ def reference_update_direction(problem: Problem, rollouts: Rollouts) -> tuple[Te
         grads = torch.autograd.grad(loss, parameters, allow_unused=True)
     flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(parameters, grads)])
     num_tokens = rollouts.lengths.sum().to(torch.float64)
-    kept = {name: stats[name].to(torch.float64) for name in ("acceptance_rate", "token_acceptance_rate", "ess")}
+    kept = {name: stats[name].to(torch.float64) for name in ("token_acceptance_rate", "ess")}
+    # A loss without a gate (GRPO) reports no acceptance: every trajectory is used.
+    kept["acceptance_rate"] = stats.get("acceptance_rate", torch.ones((), dtype=torch.float64)).to(torch.float64)
     kept.update(
         ess_fraction=stats["ess_fraction"].to(torch.float64), num_tokens=num_tokens,
-        mean_length=num_tokens / rollouts.lengths.numel(), clipped_tokens=stats["clip_fraction"] * num_tokens,
+        mean_length=num_tokens / rollouts.lengths.numel(), clipped_tokens=clipped_or_capped(stats) * num_tokens,
     )
     return -flat.to(torch.float64), kept
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from flashsim.losses import LOSSES, get_loss
+from flashsim.losses import LOSSES, check_loss_options, get_loss
 from flashsim.policies import make_policy
 from flashsim.sim.config import build_tables
 from flashsim.testing import ALGORITHMS, CONVENTIONS
@@ -79,7 +79,7 @@ class SweepConfig:
         for name, low in (("batches", 1), ("seed", 0), ("bootstrap", 0), ("replicates", 1)):
             check_int(name, getattr(self, name), low=low)
         check_real("step_size", self.step_size, low=0.0, low_inclusive=False)
-        check_real("delta", self.delta, low=0.0, finite=False)
+        check_loss_options("flash_reinforce", {"delta": self.delta}, "options")
         check_choice("loss_algorithm", self.loss_algorithm, ALGORITHMS)
         check_choice("loss_convention", self.loss_convention, CONVENTIONS)
         grouped = [e for e in self.estimators if parse_estimator(e)[1]]
