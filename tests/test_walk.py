@@ -96,7 +96,7 @@ def test_functions_run_in_a_thread_started_during_the_call_count(tmp_path):
     assert trace_files(in_a_thread, [tmp_path], relative_to=tmp_path) == {"probe_00.py": "function"}
 
 
-def test_the_check_fails_when_a_sixteenth_file_joins_the_walk(tmp_path):
+def test_the_check_fails_when_one_file_more_joins_the_walk(tmp_path):
     modules = [load(path) for path in probes(tmp_path, MAX_WALK_FILES + 1)]
     allowed = trace_files(lambda: [m.function() for m in modules[:MAX_WALK_FILES]], [tmp_path], relative_to=tmp_path)
     one_more = trace_files(lambda: [m.function() for m in modules], [tmp_path], relative_to=tmp_path)

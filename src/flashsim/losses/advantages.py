@@ -1,45 +1,24 @@
-"""Every advantage estimator of the losses: A_i from the rewards R of one batch, ``[B] → [B]``.
+"""The other advantage estimators: A_i from the rewards R of one batch, ``[B] → [B]``.
 
-FlashREINFORCE's one-batch baseline (:func:`batch_centered`), no baseline (:func:`positive_only`),
-GRPO's group-normalised advantage (:func:`group_normalized`), Dr. GRPO's :func:`group_centered` and
-RLOO's :func:`leave_one_out`; :func:`resolve_advantages` is how a loss takes given advantages or forms
-them. Rewards are promoted (bf16/fp16 → float32) and shifted so that equal rewards give exactly 0.
+The estimators of the ablations and of GRPO: no baseline (:func:`positive_only`), GRPO's
+group-normalised advantage (:func:`group_normalized`), Dr. GRPO's :func:`group_centered` and RLOO's
+:func:`leave_one_out`. FlashREINFORCE's own one-batch baseline, :func:`~flashsim.losses.loss.batch_centered`,
+sits beside the loss it is the first line of. Rewards are promoted (bf16/fp16 → float32) and shifted
+so that equal rewards give exactly 0.
 
 Glossary: B trajectories, G trajectories per group (prompt).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from torch import Tensor
 
-from flashsim import validation as check
+from flashsim.losses.loss import promoted
 
 # GRPO's ε added to the group std (DeepSeekMath): keeps a group whose rewards are all equal at
 # advantage 0 instead of 0/0.
 GROUP_STD_EPS = 1e-6
-
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """bf16/fp16 are promoted to float32 before exp and log; float32 and float64 are kept."""
-    return torch.promote_types(dtype, torch.float32)
-
-
-def batch_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
-    """One-Batch REINFORCE advantage: ``A_i = R_i − (1/B) Σ_j R_j`` (FlashREINFORCE).
-
-    The baseline is the mean reward of the fresh batch itself, with no std scaling. Because R_i is in
-    its own baseline, on-policy ``E[A_i ∇log π(τ_i)] = (1 − 1/B) ∇J``: a known, uniform shrinkage.
-    ``group_ids`` is accepted for a uniform signature and ignored. Shape: ``[B]`` → ``[B]``.
-
-    >>> batch_centered(torch.tensor([1.0, 0.0, 0.0, 1.0]))
-    tensor([ 0.5000, -0.5000, -0.5000,  0.5000])
-    """
-    rewards = promoted(rewards)
-    shifted = rewards - rewards.min()  # exact zeros for equal rewards (see shift_to_group_minimum)
-    return shifted - shifted.mean()
 
 
 def positive_only(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
@@ -51,34 +30,6 @@ def positive_only(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
     tensor([1., 0.])
     """
     return promoted(rewards).clone()
-
-
-def promoted(rewards: Tensor) -> Tensor:
-    """Detached rewards in their compute dtype: a mean taken in bf16 is off by up to 4.5e-3 (fp16: 4.9e-4)."""
-    return rewards.detach().to(compute_dtype(rewards.dtype))
-
-
-def resolve_advantages(
-    rewards: Tensor | None, advantages: Tensor | None, reference: Tensor, estimator: Callable,
-    group_ids: Tensor | None = None, *, validate: bool = True,
-) -> Tensor:
-    """``advantages`` when given, else ``estimator(rewards, group_ids)`` in the compute dtype of ``reference``.
-
-    Shape: rewards, advantages, group_ids ``[B]``; reference: the ``[B, T]`` log-probs.
-    """
-    check.check_token_tensor("log_probs", reference)
-    if advantages is not None:
-        return check.check_per_trajectory("advantages", advantages, reference)
-    if rewards is None:
-        raise ValueError("pass rewards [B] (or precomputed advantages=[B]); both are None")
-    check.check_per_trajectory("rewards", rewards, reference)
-    if group_ids is not None:
-        check.check_per_trajectory("group_ids", group_ids, reference, integer=True)
-    if validate and not bool(torch.isfinite(rewards).all()):
-        raise ValueError("rewards must be finite, found NaN or inf")
-    return estimator(rewards.to(compute_dtype(reference.dtype)), group_ids)
-
-
 
 
 def group_normalized(

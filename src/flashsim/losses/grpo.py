@@ -12,9 +12,8 @@ import torch
 from torch import Tensor
 
 from flashsim import validation as check
-from flashsim.losses.advantages import GROUP_STD_EPS, compute_dtype, group_normalized, resolve_advantages
-from flashsim.losses.loss import aggregate, bernoulli_kl, masked, ratio_stats
-from flashsim.losses.validation import check_grpo_options, check_overflow
+from flashsim.losses.advantages import GROUP_STD_EPS, group_normalized
+from flashsim.losses.loss import aggregate, bernoulli_kl, compute_dtype, masked, ratio_stats, resolve_advantages
 
 
 def grpo_loss(
@@ -85,7 +84,7 @@ def grpo_loss(
     >>> stats["advantages"].round(decimals=4).tolist(), loss.item() == 0.0
     ([0.7071, -0.7071, 0.0, 0.0], True)
     """
-    options = check_grpo_options(dict(
+    options = check.check_grpo_options(dict(
         clip_eps=clip_eps, clip_eps_high=clip_eps_high, scale_by_std=scale_by_std, std_eps=std_eps,
         aggregation=aggregation, max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp, kl_coef=kl_coef))
     low = options["clip_eps"]
@@ -113,7 +112,7 @@ def grpo_loss(
     ratio = r.detach()
     surrogate = torch.minimum(r * adv, r.clamp(1 - low, 1 + high) * adv)  # min(r A, clip(r) A)
     if validate:
-        check_overflow(ratio, action_mask)
+        check.check_overflow(ratio, action_mask)
     J = torch.where(action_mask, surrogate, 0.0)
     counts = {"num_sequences": num_sequences, "num_tokens": num_tokens, "max_tokens": max_tokens}
     loss = -aggregate(J, action_mask, aggregation, **counts)  # token-mean by default

@@ -1,32 +1,26 @@
 """FlashREINFORCE's loss, written as the paper writes it (NVIDIA 2026): see :func:`flash_reinforce_loss`.
 
-The ablations are named options of the same function. Padding slots (``action_mask`` False) may hold
-anything, NaN and ±inf included: they are replaced with ``torch.where`` before any arithmetic, never
-multiplied by zero (0 · NaN = NaN). bf16/fp16 inputs are computed in float32; float64 stays float64.
-Sharded callers compute the advantages over the whole batch and pass them with ``advantages=`` and the
-global ``num_sequences`` / ``num_tokens``, so the shard losses add up to the full-batch loss exactly.
+The ablations are named options of the same function. Padding slots (``action_mask`` False) may hold anything,
+NaN and ±inf included: they are replaced with ``torch.where`` before any arithmetic, never multiplied by zero.
+bf16/fp16 inputs are computed in float32. Sharded callers pass advantages over the whole batch
+(``advantages=``) and the global ``num_sequences`` / ``num_tokens``: the shard losses then add up exactly.
 
-Glossary: B trajectories, T token slots, T_i policy tokens of trajectory i, μ the behaviour policy
-(its log-prob stored at sampling time), π the current learner, δ the gate threshold.
+Glossary: B trajectories, T token slots, T_i policy tokens of trajectory i, μ the behaviour policy (its log-prob
+stored at sampling time), π the current learner, δ the gate threshold.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from flashsim import validation as check
-from flashsim.losses.advantages import batch_centered, compute_dtype, resolve_advantages
-from flashsim.losses.validation import (
-    AGGREGATIONS,
-    check_filter,
-    check_flash_reinforce_options,
-    check_overflow,
-)
+from flashsim.losses.entropy_filter import negative_token_filter
 
-# Probabilities are clamped into [KL_PROB_CLAMP, 1 − KL_PROB_CLAMP] before the Bernoulli KL (as in
-# FlashREINFORCE): at p or q = 0 or 1 the log terms are infinite, and at 1 − p = 1e-7 float32
-# cancellation makes (1 − p) meaningless anyway.
+# Probabilities are clamped into [KL_PROB_CLAMP, 1 − KL_PROB_CLAMP] before the Bernoulli KL (as in FlashREINFORCE):
+# at p or q = 0 or 1 the log terms are infinite, and at 1 − p = 1e-7 float32 cancellation makes (1 − p) meaningless.
 KL_PROB_CLAMP = 1e-6
 
 
@@ -100,13 +94,13 @@ def flash_reinforce_loss(
     >>> round(loss.item(), 4), stats["advantages"].tolist(), stats["admitted"].tolist()
     (-0.1733, [0.5, -0.5], [True, True])
     """
-    check_flash_reinforce_options(dict(
+    check.check_flash_reinforce_options(dict(
         delta=delta, gate=gate, aggregation=aggregation, importance_sampling=importance_sampling, tis_cap=tis_cap,
         ratio_bounds=ratio_bounds, max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp,
         negative_token_fraction=negative_token_fraction))
     A = resolve_advantages(rewards, advantages, log_probs, batch_centered, validate=validate)  # A_i = R_i − mean R
     check.check_loss_inputs(log_probs, behavior_log_probs, action_mask, A)
-    check_filter(negative_token_fraction, entropies, failures, log_probs)
+    check.check_filter(negative_token_fraction, entropies, failures, log_probs)
     if validate:
         check.check_loss_values(log_probs, behavior_log_probs, action_mask, A, entropies)
     dtype = compute_dtype(log_probs.dtype)
@@ -138,7 +132,7 @@ def flash_reinforce_loss(
         weight, capped = rho.clamp(max=tis_cap), keep & (rho > tis_cap)
 
     if validate:
-        check_overflow(rho, keep)
+        check.check_overflow(rho, keep)
     weight = torch.where(keep, weight, 0.0)  # a dropped token's ratio may be inf: select it away first
     J = torch.where(keep, weight * A[:, None] * log_pi, 0.0)  # J_it = m_i ρ_it A_i log π(a_it)
     loss = -aggregate(J, action_mask, aggregation,  # L = −Σ_i u_i Σ_t J_it, u_i = 1/(B T_i) for sample-mean
@@ -149,6 +143,43 @@ def flash_reinforce_loss(
         "acceptance_rate": m.to(dtype).mean(),
         "tis_capped_fraction": torch.count_nonzero(capped).to(dtype) / num_policy_tokens,
     }
+
+
+# ----------------------------------------------------------------------------- the one-batch baseline
+
+
+def batch_centered(rewards: Tensor, group_ids: Tensor | None = None) -> Tensor:
+    """One-Batch REINFORCE advantage: ``A_i = R_i − (1/B) Σ_j R_j`` (FlashREINFORCE).
+
+    The baseline is the mean reward of the fresh batch itself, with no std scaling. Because R_i is in
+    its own baseline, on-policy ``E[A_i ∇log π(τ_i)] = (1 − 1/B) ∇J``: a known, uniform shrinkage.
+    ``group_ids`` is accepted for a uniform signature and ignored. Shape: ``[B]`` → ``[B]``.
+
+    >>> batch_centered(torch.tensor([1.0, 0.0, 0.0, 1.0]))
+    tensor([ 0.5000, -0.5000, -0.5000,  0.5000])
+    """
+    rewards = promoted(rewards)
+    shifted = rewards - rewards.min()  # exact zeros for equal rewards (see shift_to_group_minimum)
+    return shifted - shifted.mean()
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """bf16/fp16 are promoted to float32 before exp and log; float32 and float64 are kept."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def promoted(rewards: Tensor) -> Tensor:
+    """Detached rewards in their compute dtype: a mean taken in bf16 is off by up to 4.5e-3 (fp16: 4.9e-4)."""
+    return rewards.detach().to(compute_dtype(rewards.dtype))
+
+
+def resolve_advantages(
+    rewards: Tensor | None, advantages: Tensor | None, reference: Tensor, estimator: Callable,
+    group_ids: Tensor | None = None, *, validate: bool = True,
+) -> Tensor:
+    """``advantages`` if given, else ``estimator(rewards, group_ids)`` in the compute dtype (all ``[B]``)."""
+    given = check.check_advantage_inputs(rewards, advantages, group_ids, reference, validate=validate)
+    return given if given is not None else estimator(rewards.to(compute_dtype(reference.dtype)), group_ids)
 
 
 def ratio_stats(loss: Tensor, advantages: Tensor, ratio: Tensor, action_mask: Tensor, kept: Tensor,
@@ -221,34 +252,7 @@ def effective_sample_size(weights: Tensor, action_mask: Tensor) -> Tensor:
     return w.sum() ** 2 / (w * w).sum()
 
 
-def negative_token_filter(entropies: Tensor, failures: Tensor, action_mask: Tensor, fraction: float) -> Tensor:
-    """Tokens kept by the negative-token entropy filter (FlashREINFORCE appendix; verl ``neg_topq``).
-
-    A failed trajectory keeps only its ``k_i = ⌈q · T_i⌉`` highest-entropy policy tokens (equal
-    entropies: the earlier position first); every other trajectory keeps all its policy tokens.
-    ``q = 1`` keeps everything (the base method), ``q = 0`` drops every token of a failed trajectory.
-
-    Shape:
-        entropies ``[B, T]``, failures ``[B]`` bool, action_mask ``[B, T]`` bool → ``[B, T]`` bool.
-
-    >>> h = torch.tensor([[0.1, 0.9, 0.5, 0.9], [0.1, 0.9, 0.5, 0.9]])
-    >>> mask = torch.ones(2, 4, dtype=torch.bool)
-    >>> negative_token_filter(h, torch.tensor([True, False]), mask, 0.25)  # k = 1: the earlier 0.9 wins
-    tensor([[False,  True, False, False],
-            [ True,  True,  True,  True]])
-    """
-    lengths = torch.count_nonzero(action_mask, dim=1)
-    keep_count = torch.ceil(fraction * lengths.to(torch.float64))  # ⌈q · T_i⌉, as math.ceil(q * T_i)
-    # rank_it: position of token t when row i's policy tokens are sorted by entropy, highest first
-    # (stable: ties keep their order); padding sorts last.
-    order = torch.sort(masked(entropies.detach(), action_mask, -torch.inf), dim=1, descending=True, stable=True)[1]
-    positions = torch.arange(action_mask.shape[1], device=action_mask.device).expand_as(order)
-    rank = torch.empty_like(order).scatter_(1, order, positions)
-    return action_mask & ((rank < keep_count[:, None]) | ~failures[:, None])
-
-
 # ----------------------------------------------------------------------------- aggregation
-
 
 
 def token_weights(
@@ -263,7 +267,7 @@ def token_weights(
 
     Shape: action_mask ``[B, T]`` bool → ``[B, T]`` of ``dtype``.
     """
-    check.check_choice("aggregation", mode, AGGREGATIONS)
+    check.check_choice("aggregation", mode, check.AGGREGATIONS)
     batch, width = action_mask.shape
     lengths = torch.count_nonzero(action_mask, dim=1).to(dtype)
     B = batch if num_sequences is None else check.check_count("num_sequences", num_sequences, at_least=batch)

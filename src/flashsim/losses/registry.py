@@ -15,22 +15,21 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from flashsim.losses.advantages import (
-    batch_centered,
-    group_centered,
-    group_normalized,
-    leave_one_out,
-    positive_only,
-    resolve_advantages,
-)
+from flashsim.losses.advantages import group_centered, group_normalized, leave_one_out, positive_only
 from flashsim.losses.grpo import grpo_loss
-from flashsim.losses.loss import flash_reinforce_loss
-from flashsim.losses.validation import FLASH_REINFORCE_OPTIONS, GRPO_OPTIONS, check_options, inert_options
-from flashsim.validation import check_choice, check_instance
+from flashsim.losses.loss import batch_centered, flash_reinforce_loss, resolve_advantages
+from flashsim.validation import (
+    FLASH_REINFORCE_OPTIONS,
+    GRPO_OPTIONS,
+    check_choice,
+    check_instance,
+    check_options,
+    inert_options,
+)
 
 OPTIONS_OF: dict[Callable, dict[str, Callable]] = {flash_reinforce_loss: FLASH_REINFORCE_OPTIONS,
                                                    grpo_loss: GRPO_OPTIONS}
-"""Each loss function's options and their value checks (:mod:`flashsim.losses.validation`)."""
+"""Each loss function's options and their value checks (:mod:`flashsim.validation`)."""
 
 ADVANTAGE_OPTIONS = ("scale_by_std", "std_eps")
 """Options of a loss that shape its advantage, not its per-token terms: a row honours them only when its
