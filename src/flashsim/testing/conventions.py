@@ -71,6 +71,7 @@ class Shard:
     num_sequences: int
     num_tokens: int
     max_tokens: int
+    num_shards: int = 1
 
 
 def algorithm_advantages(algorithm: str, rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6) -> Tensor:
@@ -100,6 +101,15 @@ def accepted_keywords(fn: Callable, names: tuple[str, ...]) -> tuple[str, ...] |
         return names
     keywords = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     return tuple(name for name in names if name in keywords)
+
+
+def explicit_keywords(fn: Callable) -> tuple[str, ...]:
+    """The keyword parameters ``fn`` names (not those a ``**kwargs`` would swallow); () if it cannot be inspected."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,8 @@ def _call_flashsim(fn, algorithm, batch, log_probs, behavior, rewards, shard, ep
     offered = {"advantages": shard.advantages, "num_sequences": shard.num_sequences,
                "num_tokens": shard.num_tokens, "max_tokens": shard.max_tokens}
     accepted = accepted_keywords(fn, tuple(offered))
+    if "num_shards" in explicit_keywords(fn):  # offered only by name: a **kwargs loss need not know it
+        offered["num_shards"], accepted = shard.num_shards, (*(accepted or offered), "num_shards")
     needed = ("advantages", "num_sequences" if algorithm == "flash_reinforce" else "num_tokens")
     missing = [name for name in needed if accepted is not None and name not in accepted]
     if missing:
