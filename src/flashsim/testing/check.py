@@ -72,6 +72,8 @@ def check_loss(
     delta = getattr(fn, "delta", 3e-3) if delta is None else delta
     clip_eps = getattr(fn, "clip_eps", 0.2) if clip_eps is None else clip_eps
     check_choice("algorithm", algorithm, ALGORITHMS)
+    if callable(getattr(fn, "require_framework", None)):
+        fn.require_framework()  # an adapter whose framework is absent: ImportError now, not a failing row
     style = get_convention(convention)
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")

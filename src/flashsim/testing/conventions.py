@@ -41,6 +41,7 @@ Shape:
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import sys
@@ -206,12 +207,19 @@ def shard_of(algorithm: str, batch: LossBatch, rows: Tensor, *, eps: float = 1e-
     return batch.select(rows), shard
 
 
-def load_function(spec: str) -> Callable:
+def load_function(spec: str, options: dict[str, object] | None = None) -> Callable:
     """The callable named by ``"package.module:function"`` (imported; the working directory is importable).
+
+    ``"package.module:factory(key=value, ...)"`` or ``options`` call the named attribute with those keywords
+    (values are Python literals, read with :func:`ast.literal_eval`; a bare word is a string) and return what
+    it returns, e.g. ``flashsim.testing.adapters.trl:grpo_loss(loss_type="bnpo")``.
 
     This runs the module's code, as ``python -c "import module"`` would: pass only your own modules.
     """
     module_name, _, attribute = spec.partition(":")
+    keywords = dict(options or {})
+    if "(" in attribute:
+        attribute, keywords = attribute[: attribute.index("(")], {**_call_keywords(spec), **keywords}
     if not module_name or not attribute:
         raise ValueError(f"expected MODULE:FUNCTION (e.g. my_trainer.losses:policy_loss), got {spec!r}")
     if "" not in sys.path:
@@ -224,8 +232,45 @@ def load_function(spec: str) -> Callable:
         fn = getattr(fn, part)
     if not callable(fn):
         raise TypeError(f"{spec} is a {type(fn).__name__}, not a function")
+    if keywords or spec.rstrip().endswith(")"):
+        fn = fn(**keywords)
+        if not callable(fn):
+            raise TypeError(f"{spec} returned a {type(fn).__name__}, not a loss function")
     return fn
 
 
+def parse_option(text: str) -> tuple[str, object]:
+    """``"key=value"`` → ``(key, value)``: the value a Python literal (``0.2``, ``False``, ``(0, 1)``) or a string."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip().isidentifier():
+        raise ValueError(f"option must be KEY=VALUE with KEY a Python name, got {text!r}")
+    return key.strip(), _literal(value.strip())
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _call_keywords(spec: str) -> dict[str, object]:
+    """The keywords of ``module:factory(key=value, ...)``; literals only, nothing is evaluated."""
+    call = spec.partition(":")[2]
+    try:
+        node = ast.parse(call, mode="eval").body
+    except SyntaxError as error:
+        raise ValueError(f"cannot read {call!r} as factory(key=value, ...): {error.msg}") from None
+    if not isinstance(node, ast.Call) or node.args:
+        raise ValueError(f"expected factory(key=value, ...) with keyword arguments only, got {call!r}")
+    keywords = {}
+    for keyword in node.keywords:
+        try:
+            keywords[keyword.arg] = ast.literal_eval(keyword.value)
+        except ValueError:
+            raise ValueError(f"the value of {keyword.arg}= in {call!r} must be a Python literal") from None
+    return keywords
+
+
 __all__ = ["ALGORITHMS", "CONVENTIONS", "Convention", "Shard", "ShardContractError", "algorithm_advantages",
-           "get_convention", "load_function", "shard_of"]
+           "get_convention", "load_function", "parse_option", "shard_of"]

@@ -65,6 +65,12 @@ class Adapter:
     framework = ""
     distribution = ""
 
+    def require_framework(self) -> None:
+        """Raise :class:`FrameworkMissing` unless the framework is installed."""
+        if self.version is None:
+            raise FrameworkMissing(f"{self.distribution} is not installed; see docs/conformance.md for how to "
+                                   f"install it")
+
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         raise NotImplementedError
 
