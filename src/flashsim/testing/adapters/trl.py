@@ -121,7 +121,8 @@ class TRLLoss(Adapter):
         stand_in.args = SimpleNamespace(**{**vars(args), "steps_per_generation": num_shards})
         total_tokens = int(action_mask.sum()) if num_tokens is None else num_tokens
         inputs = {
-            "prompt_ids": torch.zeros(batch, 0, dtype=torch.long), "prompt_mask": torch.zeros(batch, 0, dtype=torch.long),
+            "prompt_ids": torch.zeros(batch, 0, dtype=torch.long),
+            "prompt_mask": torch.zeros(batch, 0, dtype=torch.long),
             "completion_ids": torch.zeros(batch, width, dtype=torch.long),
             "completion_mask": action_mask.to(torch.int32),  # TRL's completion mask is an int tensor
             # TRL computes the old log-probs under no_grad (_generate_and_score_completions): detached here too.
