@@ -3,8 +3,8 @@
 Advantages: ``compute_grpo_outcome_advantage`` (rewards as ``[B, 1]`` token-level scores, the group ids as
 its ``index``); verl has no batch-mean estimator, so the FlashREINFORCE-like row's ``R − mean R`` is the
 adapter's own (its ``batch_advantages`` tests the adapter). The per-trajectory advantage is broadcast
-over the row and multiplied by the response mask, as the estimator returns it. Policy loss: ``get_policy_loss_fn(loss_mode)`` with a
-real ``ActorConfig`` whose ``global_batch_info`` holds what verl's ``ppo_loss`` puts there (dp size 1,
+over the row and multiplied by the response mask, as the estimator returns it. Policy loss:
+``get_policy_loss_fn(loss_mode)`` with a real ``ActorConfig`` whose ``global_batch_info`` holds what verl's ``ppo_loss`` puts there (dp size 1,
 the global token count and batch size, ``loss_scale_factor``). verl computes the old log-probs under
 ``no_grad`` (``compute_log_prob``); the adapter detaches them too.
 
