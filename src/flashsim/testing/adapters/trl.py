@@ -18,7 +18,9 @@ the adapter declares ``equal_shards`` and hands the shard count over as the accu
 
 from __future__ import annotations
 
+import inspect
 import tempfile
+import types
 from collections import defaultdict
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -76,6 +78,16 @@ class _Trainer:
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, **_):
         return self._log_probs, torch.zeros_like(self._log_probs), None
+
+    def __getattr__(self, name: str):
+        """Any other method the loss calls (``get_gamma_weights`` ...) is GRPOTrainer's own, bound to the stand-in."""
+        trainer = require("trl.trainer.grpo_trainer", "trl").GRPOTrainer
+        static = inspect.getattr_static(trainer, name)
+        if isinstance(static, (staticmethod, classmethod)):
+            return getattr(trainer, name)
+        if callable(static):
+            return types.MethodType(static, self)
+        raise AttributeError(name)
 
 
 _ARGS: dict[tuple, object] = {}

@@ -1,12 +1,13 @@
 """verl's ``core_algos``: its advantage estimator, policy losses and ``agg_loss``, called unmodified.
 
-Advantages: ``compute_grpo_outcome_advantage`` (rewards as ``[B, 1]`` token-level scores, the group ids as
-its ``index``); verl has no batch-mean estimator, so the FlashREINFORCE-like row's ``R − mean R`` is the
-adapter's own (its ``batch_advantages`` tests the adapter). The per-trajectory advantage is broadcast
-over the row and multiplied by the response mask, as the estimator returns it. Policy loss:
-``get_policy_loss_fn(loss_mode)`` with a real ``ActorConfig`` whose ``global_batch_info`` holds what verl's ``ppo_loss`` puts there (dp size 1,
-the global token count and batch size, ``loss_scale_factor``). verl computes the old log-probs under
-``no_grad`` (``compute_log_prob``); the adapter detaches them too.
+Advantages: ``compute_grpo_outcome_advantage`` (rewards as ``[B, 1]`` token-level scores, the group
+ids as its ``index``); verl has no batch-mean estimator, so the FlashREINFORCE-like row's ``R − mean R``
+is the adapter's own (its ``batch_advantages`` tests the adapter). The per-trajectory advantage is
+broadcast over the row and multiplied by the response mask, as the estimator returns it. Policy loss:
+``get_policy_loss_fn(loss_mode)`` with a real ``ActorConfig`` whose ``global_batch_info`` holds what
+verl's ``ppo_loss`` puts there (dp size 1, the global token count and batch size,
+``loss_scale_factor``). verl computes the old log-probs under ``no_grad`` (``compute_log_prob``); the
+adapter detaches them too.
 
 Install: verl 0.9.1 pins ``transformers<5.11``, which the lock's 5.19 does not meet, so it is installed
 with ``--no-deps`` plus the few modules ``core_algos`` imports (``requirements/conformance-nodeps.txt``).
