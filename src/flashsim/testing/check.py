@@ -104,7 +104,7 @@ def _run(invariant: Invariant, context: Context, max_examples: int) -> Invariant
         return _result(invariant, "n/a", message=f"not an invariant of {context.algorithm}")
     if invariant.needs_own_advantages and not context.convention.computes_advantages:
         return _result(invariant, "n/a", message=f"the {context.convention.name} convention gets its advantages")
-    reason = invariant.not_applicable(context)
+    reason = invariant.not_applicable(context) or getattr(context.fn, "own_rules", {}).get(invariant.name)
     if reason:
         return _result(invariant, "n/a", message=reason)
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings

@@ -78,6 +78,10 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
     ("TRL", "padding", r"^luspo$"): Cause(
         "trl/trainer/grpo_trainer.py", "loss = (per_token_loss * mask).sum(-1).mean()",
         "padding is masked by multiplying: a NaN or inf log-prob in a padding slot makes the loss NaN."),
+    ("TRL", "precision", r"^vespo$"): Cause(
+        "trl/trainer/grpo_trainer.py", "w_seq = torch.exp(log_w_seq)",
+        "VESPO's sequence weight is exponentiated at the log-probs' dtype: with bf16 log-probs φ(w) is off by "
+        "more than bf16's own rounding; hand the loss float32 log-probs."),
     ("TRL", "precision", r"^(grpo|bnpo|dr_grpo|dapo|luspo|sapo|cispo)$"): Cause(
         "trl/trainer/grpo_trainer.py", "coef_1 = torch.exp(log_importance_weights)",
         "the ratio is exponentiated at the log-probs' dtype: with bf16 log-probs it is off by up to a few per cent "
@@ -90,9 +94,14 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "verl/trainer/ppo/core_algos.py", "id2mean[idx] = torch.tensor(0.0)",
         "a group of one trajectory gets mean 0 and std 1, so GRPO with one rollout per prompt (n = 1) silently "
         "trains REINFORCE without a baseline (A = R); use n ≥ 2 or a batch baseline."),
-    ("verl", "padding", r""): Cause(
-        "verl/utils/torch_functional.py", "return (valid_values * mask).sum(axis=axis)",
-        "non-finite log-probs in padding slots reach the gradient through the masked sum."),
+    ("verl", "padding", r"seq-mean-token-sum|loss_scale_factor"): Cause(
+        "verl/trainer/ppo/core_algos.py", "seq_losses = torch.sum(loss_mat * loss_mask, dim=-1)  # token-sum",
+        "the seq-mean modes mask by multiplying (token-mean uses masked_sum's torch.where), so a NaN or inf "
+        "log-prob in a padding slot makes the loss NaN."),
+    ("verl", "padding", r"seq-mean-token-mean|bypass_mode"): Cause(
+        "verl/trainer/ppo/core_algos.py", "seq_losses = torch.sum(loss_mat * loss_mask, dim=-1) / (seq_mask + 1e-8)",
+        "the seq-mean modes mask by multiplying (token-mean uses masked_sum's torch.where), so a NaN or inf "
+        "log-prob in a padding slot makes the loss NaN."),
     ("verl", "shards", r"seq-mean-token-sum-norm$"): Cause(
         "verl/trainer/ppo/core_algos.py", "horizon = loss_mask.shape[-1]",
         "without loss_scale_factor the normaliser is the microbatch's padded width, so microbatches padded to "
@@ -102,7 +111,7 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "the PPO ratio is exponentiated at the log-probs' dtype: with bf16 log-probs tokens near 1 ± ε are "
         "clipped or not by rounding; keep log-probs in float32."),
     ("verl", "precision", r"bypass_mode"): Cause(
-        "verl/trainer/ppo/rollout_corr_helper.py", "log_ratio = old_log_prob - rollout_log_prob",
+        "verl/trainer/ppo/rollout_corr_helper.py", "log_ratio: torch.Tensor = old_log_prob - rollout_log_prob",
         "the rollout-correction statistics are computed at the log-probs' dtype: in bf16 sequences near the "
         "rejection threshold are kept or rejected by rounding; keep log-probs in float32."),
     ("OpenRLHF", "padding", r""): Cause(

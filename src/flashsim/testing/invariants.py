@@ -385,9 +385,10 @@ def check_shards(ctx: Context, case: Case) -> None:
     _close("∂L/∂log π assembled from the shards", assembled, gradient, rtol=1e-9)
 
 
-PRECISION_RTOL = 4e-3
-"""bf16 stores the gradient itself with a relative error up to 2⁻⁹ ≈ 2e-3; exponentiating a bf16 log-ratio
-ℓ − log μ (rounded at |ℓ| · 2⁻⁹ before the difference) errs by far more."""
+PRECISION_RTOL = 2e-2
+"""A few bf16 ulps (2⁻⁸ ≈ 4e-3 each) of the largest gradient: bf16 stores the gradient itself to half an ulp, and
+a loss computed in bf16 end to end adds a few more. A token clipped or gated on the wrong side of ε or δ, or a
+log-ratio ℓ − log μ exponentiated in bf16 (both rounded at |ℓ| · 2⁻⁹ before the difference), errs far more."""
 
 
 def check_precision(ctx: Context, case: Case) -> None:
@@ -453,7 +454,7 @@ INVARIANTS: tuple[Invariant, ...] = (
               check_batch_advantages, needs_own_advantages=True),
     Invariant("shards", "10", "dp × microbatch shards (any or equal sizes, narrowed widths) add up to the full "
               "batch, given the loss's own advantages", check_shards),
-    Invariant("precision", "11", "bf16 gradient within 4e-3 (relative) of float64's; float64 stays float64",
+    Invariant("precision", "11", "bf16 gradient within 2e-2 (relative) of float64's; float64 stays float64",
               check_precision),
     Invariant("no_gradient_to_behavior", "12", "no gradient reaches behaviour log-probs or rewards",
               check_no_gradient_to_behavior),

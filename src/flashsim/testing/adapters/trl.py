@@ -112,6 +112,9 @@ class TRLLoss(Adapter):
         self.loss_type = self.options.get("loss_type", "grpo")
         self.scale_rewards = self.options.get("scale_rewards", "group")
         self.off_policy_rule = OWN_OFF_POLICY.get(self.loss_type)
+        if self.loss_type == "vespo":
+            self.own_rules = {"length_normalisation": "VESPO's φ(w) is a function of the sequence's summed log-ratio: "
+                                                      "repeating a trajectory's tokens changes it by design"}
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         nanstd = require("trl.trainer.utils", "trl").nanstd
