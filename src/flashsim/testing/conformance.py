@@ -133,9 +133,9 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
     ("OpenRLHF", "constant_rewards", r"^group_norm"): Cause(
         "openrlhf/trainer/ppo_utils/experience_maker.py",
         "rewards = (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) + 1e-9)",
-        "with ε = 1e-9 a group of equal non-binary rewards (0.7, 0.7, …) divides its rounding noise by a std of "
-        "the same size: the advantages are rounding noise scaled up by up to 1e9 (of order 1e-7 in float64, "
-        "of order 1 in float32) instead of 0."),
+        "with ε = 1e-9 a group of equal non-binary rewards divides the rounding noise of its mean by a std that "
+        "is 0: the advantages are that noise × 1e9 instead of 0 (1e-7 here in float64; in float32, OpenRLHF's "
+        "reward dtype, eight rewards of 0.7 get advantages of ±60); use ε ≥ 1e-6 or centre exactly."),
 }
 
 
