@@ -57,6 +57,8 @@ class Cause:
     file: str
     code: str
     meaning: str
+    within: str = ""
+    """A line before ``code`` (its function's ``def``) where the same code appears more than once."""
 
 
 CAUSES: dict[tuple[str, str, str], Cause] = {
@@ -109,12 +111,15 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
     ("verl", "precision", r"^grpo|^dr_grpo"): Cause(
         "verl/trainer/ppo/core_algos.py", "ratio = torch.exp(negative_approx_kl)",
         "the PPO ratio is exponentiated at the log-probs' dtype: with bf16 log-probs tokens near 1 ± ε are "
-        "clipped or not by rounding; keep log-probs in float32."),
+        "clipped or not by rounding; keep log-probs in float32.", within="def compute_policy_loss_vanilla("),
     ("verl", "precision", r"bypass_mode"): Cause(
         "verl/trainer/ppo/rollout_corr_helper.py", "log_ratio: torch.Tensor = old_log_prob - rollout_log_prob",
         "the rollout-correction statistics are computed at the log-probs' dtype: in bf16 sequences near the "
         "rejection threshold are kept or rejected by rounding; keep log-probs in float32."),
-    ("OpenRLHF", "padding", r""): Cause(
+    ("OpenRLHF", "padding", r"per-sample|^flash_reinforce"): Cause(
+        "openrlhf/models/loss.py", "seq_loss = (loss * loss_mask).sum(dim=-1) / (token_counts + 1e-8)",
+        "padding is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the loss NaN."),
+    ("OpenRLHF", "padding", r"token_level_loss"): Cause(
         "openrlhf/models/utils.py", "return (tensor * mask).sum(dim=dim) / mask.sum(dim=dim)",
         "padding is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the loss NaN."),
     ("OpenRLHF", "precision", r"^group_norm|^dr_grpo"): Cause(
@@ -154,8 +159,10 @@ def locate(cause: Cause) -> str:
         return cause.file
     path = pathlib.Path(next(iter(spec.submodule_search_locations))).parent / cause.file
     try:
+        inside = not cause.within
         for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if cause.code in line:
+            inside = inside or cause.within in line
+            if inside and cause.code in line:
                 return f"{cause.file}:{number}"
     except OSError:
         pass
