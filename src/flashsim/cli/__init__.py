@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "variance": "measure bias and variance of update directions against exact gradients",
     "reproduce": "run the paper's claims (C1-C9) as experiments: figures, tables, verdicts",
     "check-loss": "check a loss function against FlashREINFORCE's or GRPO's invariants",
+    "conformance": "check-loss on the installed TRL, verl and OpenRLHF losses; writes docs/conformance.md",
 }
 """Subcommand → its one-line help; its module is ``flashsim.cli.<name with - as _>``."""
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from flashsim.losses import check_loss_options
-from flashsim.testing.conventions import ALGORITHMS, get_convention
+from flashsim.testing.conventions import ALGORITHMS, ShardContractError, get_convention
+from flashsim.testing.declared import DEFAULTS, declared
 from flashsim.testing.invariants import INVARIANTS, Case, Context, Invariant
 from flashsim.testing.report import InvariantResult, LossReport, describe
 from flashsim.validation import check_choice, check_int
@@ -24,26 +25,41 @@ from flashsim.validation import check_choice, check_int
 def check_loss(
     fn: Callable,
     *,
-    algorithm: str = "flash_reinforce",
+    algorithm: str | None = None,
     convention: str = "flashsim",
-    delta: float = 3e-3,
-    clip_eps: float = 0.2,
+    delta: float | None = None,
+    clip_eps: float | None = None,
     std_eps: float = 1e-6,
     max_examples: int = 60,
     invariants: Sequence[str] | None = None,
+    aggregation: str | None = None,
+    estimator: str | None = None,
+    equal_shards: bool | None = None,
+    contiguous_groups: bool | None = None,
 ) -> LossReport:
     """Check ``fn`` against the invariants of ``algorithm`` (DESIGN.md) and report each one.
 
     Args:
         fn: the loss function, called as ``convention`` says (:mod:`flashsim.testing.conventions`).
         algorithm: ``"flash_reinforce"`` (batch-centred advantages, sequence gate, sample-mean) or
-            ``"grpo"`` (group-normalised advantages, PPO clip, token-mean).
+            ``"grpo"`` (group-normalised advantages, PPO clip, token-mean); default: ``fn``'s ``algorithm``
+            attribute (adapters carry one), else ``"flash_reinforce"``.
         convention: ``"flashsim"``, ``"verl"`` or ``"trl"``.
-        delta: the gate threshold δ that ``fn`` implements (flash_reinforce).
-        clip_eps: the symmetric clip range ε that ``fn`` implements (grpo).
+        delta: the gate threshold δ that ``fn`` implements (flash_reinforce; default: ``fn.delta``, else 3e-3).
+        clip_eps: the symmetric clip range ε that ``fn`` implements (grpo; default: ``fn.clip_eps``, else 0.2).
         std_eps: the ε added to the group std that ``fn`` implements (grpo, flashsim convention).
         max_examples: hypothesis examples per invariant (more finds rarer bugs, takes longer).
         invariants: names to run (default: all that apply).
+        aggregation: the aggregation ``fn`` declares (:mod:`flashsim.testing.declared`: ``sample_mean``,
+            ``token_mean``, ``seq_mean_token_sum``, ``constant:N``, verl's and TRL's names); default: ``fn``'s
+            ``aggregation`` attribute, else the algorithm's.
+        estimator: the advantage estimator ``fn`` declares (``batch_mean``, ``group_mean``, ``group_mean_std``,
+            ``rloo``, ``none``); default: ``fn``'s ``estimator`` attribute, else the algorithm's. A function with
+            a ``std_eps`` attribute declares its ε with it.
+        equal_shards: draw only equal-size microbatches for ``shards`` (default: ``fn``'s ``equal_shards``
+            attribute, else False: any sizes).
+        contiguous_groups: groups arrive as contiguous blocks of G rows (default: ``fn``'s
+            ``contiguous_groups`` attribute, else False: group ids in any order).
 
     Returns:
         a :class:`~flashsim.testing.LossReport`; ``report.passed`` is False when any invariant fails,
@@ -53,7 +69,12 @@ def check_loss(
     >>> check_loss(flash_reinforce_loss, max_examples=5).passed
     True
     """
+    algorithm = getattr(fn, "algorithm", "flash_reinforce") if algorithm is None else algorithm
+    delta = getattr(fn, "delta", 3e-3) if delta is None else delta
+    clip_eps = getattr(fn, "clip_eps", 0.2) if clip_eps is None else clip_eps
     check_choice("algorithm", algorithm, ALGORITHMS)
+    if callable(getattr(fn, "require_framework", None)):
+        fn.require_framework()  # an adapter whose framework is absent: ImportError now, not a failing row
     style = get_convention(convention)
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -63,13 +84,20 @@ def check_loss(
     max_examples = check_int("max_examples", max_examples, low=1)
     for name in invariants or ():
         check_choice("invariants", name, (invariant.name for invariant in INVARIANTS))
-    context = Context(fn, style, algorithm, delta, clip_eps, std_eps)
+    if style.name != "flashsim" and (aggregation, estimator) != (None, None) and \
+            (aggregation, estimator) != DEFAULTS[algorithm]:
+        raise ValueError(f"aggregation and estimator can be declared in the flashsim convention only; the "
+                         f"{style.name} convention fixes them to the algorithm's ({', '.join(DEFAULTS[algorithm])})")
+    promise = declared(algorithm, fn, aggregation, estimator, std_eps)
+    flags = {name: bool(getattr(fn, name, False) if value is None else value)
+             for name, value in (("equal_shards", equal_shards), ("contiguous_groups", contiguous_groups))}
+    context = Context(fn, style, algorithm, delta, clip_eps, promise.std_eps, promise, **flags)
     results = tuple(
         _run(invariant, context, max_examples)
         for invariant in INVARIANTS
         if invariants is None or invariant.name in invariants
     )
-    return LossReport(_name(fn), algorithm, convention, results)
+    return LossReport(_name(fn), algorithm, convention, results, str(promise))
 
 
 def _run(invariant: Invariant, context: Context, max_examples: int) -> InvariantResult:
@@ -78,6 +106,9 @@ def _run(invariant: Invariant, context: Context, max_examples: int) -> Invariant
         return _result(invariant, "n/a", message=f"not an invariant of {context.algorithm}")
     if invariant.needs_own_advantages and not context.convention.computes_advantages:
         return _result(invariant, "n/a", message=f"the {context.convention.name} convention gets its advantages")
+    reason = invariant.not_applicable(context) or getattr(context.fn, "own_rules", {}).get(invariant.name)
+    if reason:
+        return _result(invariant, "n/a", message=reason)
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import strategies as st
 
@@ -102,6 +133,8 @@ def _run(invariant: Invariant, context: Context, max_examples: int) -> Invariant
         search()
     except Exception as error:  # hypothesis re-raises the shrunk failure (or its own error)
         failure, drawn = seen["failure"] or (error, "")
+        if isinstance(failure, ShardContractError):
+            return _result(invariant, "unsupported", seen["examples"], str(failure))
         message = str(failure) if isinstance(failure, AssertionError) else f"{type(failure).__name__}: {failure}"
         return _result(invariant, "FAILS", seen["examples"], message.strip(), drawn)
     return _result(invariant, "holds", seen["examples"])
@@ -113,5 +146,7 @@ def _result(invariant: Invariant, status: str, examples: int = 0, message: str =
 
 
 def _name(fn: Callable) -> str:
+    if isinstance(getattr(fn, "report_name", None), str):
+        return fn.report_name
     module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
     return f"{module}:{name}" if module and name else repr(fn)

@@ -41,6 +41,7 @@ Shape:
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import sys
@@ -72,6 +73,7 @@ class Shard:
     num_sequences: int
     num_tokens: int
     max_tokens: int
+    num_shards: int = 1
 
 
 def algorithm_advantages(algorithm: str, rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6) -> Tensor:
@@ -101,6 +103,15 @@ def accepted_keywords(fn: Callable, names: tuple[str, ...]) -> tuple[str, ...] |
         return names
     keywords = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     return tuple(name for name in names if name in keywords)
+
+
+def explicit_keywords(fn: Callable) -> tuple[str, ...]:
+    """The keyword parameters ``fn`` names (not those a ``**kwargs`` would swallow); () if it cannot be inspected."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,8 @@ def _call_flashsim(fn, algorithm, batch, log_probs, behavior, rewards, shard, ep
     offered = {"advantages": shard.advantages, "num_sequences": shard.num_sequences,
                "num_tokens": shard.num_tokens, "max_tokens": shard.max_tokens}
     accepted = accepted_keywords(fn, tuple(offered))
+    if "num_shards" in explicit_keywords(fn):  # offered only by name: a **kwargs loss need not know it
+        offered["num_shards"], accepted = shard.num_shards, (*(accepted or offered), "num_shards")
     needed = ("advantages", "num_sequences" if algorithm == "flash_reinforce" else "num_tokens")
     missing = [name for name in needed if accepted is not None and name not in accepted]
     if missing:
@@ -195,12 +208,19 @@ def shard_of(algorithm: str, batch: LossBatch, rows: Tensor, *, eps: float = 1e-
     return batch.select(rows), shard
 
 
-def load_function(spec: str) -> Callable:
+def load_function(spec: str, options: dict[str, object] | None = None) -> Callable:
     """The callable named by ``"package.module:function"`` (imported; the working directory is importable).
+
+    ``"package.module:factory(key=value, ...)"`` or ``options`` call the named attribute with those keywords
+    (values are Python literals, read with :func:`ast.literal_eval`; a bare word is a string) and return what
+    it returns, e.g. ``flashsim.testing.adapters.trl:grpo_loss(loss_type="bnpo")``.
 
     This runs the module's code, as ``python -c "import module"`` would: pass only your own modules.
     """
     module_name, _, attribute = spec.partition(":")
+    keywords = dict(options or {})
+    if "(" in attribute:
+        attribute, keywords = attribute[: attribute.index("(")], {**_call_keywords(spec), **keywords}
     if not module_name or not attribute:
         raise ValueError(f"expected MODULE:FUNCTION (e.g. my_trainer.losses:policy_loss), got {spec!r}")
     if "" not in sys.path:
@@ -213,8 +233,45 @@ def load_function(spec: str) -> Callable:
         fn = getattr(fn, part)
     if not callable(fn):
         raise TypeError(f"{spec} is a {type(fn).__name__}, not a function")
+    if keywords or spec.rstrip().endswith(")"):
+        fn = fn(**keywords)
+        if not callable(fn):
+            raise TypeError(f"{spec} returned a {type(fn).__name__}, not a loss function")
     return fn
 
 
+def parse_option(text: str) -> tuple[str, object]:
+    """``"key=value"`` → ``(key, value)``: the value a Python literal (``0.2``, ``False``, ``(0, 1)``) or a string."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip().isidentifier():
+        raise ValueError(f"option must be KEY=VALUE with KEY a Python name, got {text!r}")
+    return key.strip(), _literal(value.strip())
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _call_keywords(spec: str) -> dict[str, object]:
+    """The keywords of ``module:factory(key=value, ...)``; literals only, nothing is evaluated."""
+    call = spec.partition(":")[2]
+    try:
+        node = ast.parse(call, mode="eval").body
+    except SyntaxError as error:
+        raise ValueError(f"cannot read {call!r} as factory(key=value, ...): {error.msg}") from None
+    if not isinstance(node, ast.Call) or node.args:
+        raise ValueError(f"expected factory(key=value, ...) with keyword arguments only, got {call!r}")
+    keywords = {}
+    for keyword in node.keywords:
+        try:
+            keywords[keyword.arg] = ast.literal_eval(keyword.value)
+        except ValueError:
+            raise ValueError(f"the value of {keyword.arg}= in {call!r} must be a Python literal") from None
+    return keywords
+
+
 __all__ = ["ALGORITHMS", "CONVENTIONS", "Convention", "Shard", "ShardContractError", "algorithm_advantages",
-           "get_convention", "load_function", "shard_of"]
+           "get_convention", "load_function", "parse_option", "shard_of"]

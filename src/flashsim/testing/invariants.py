@@ -9,10 +9,14 @@ a model's gradient is this one pushed through ``∇_θ ℓ`` by the chain rule.
 The reference gradients are the DESIGN.md formulas, written here op by op (they call
 :func:`flashsim.losses.bernoulli_kl` and the advantage estimators, each property-tested on its own):
 
-- FlashREINFORCE: ``∂L/∂ℓ_it = −m_i A_i ρ_it / (B T_i)`` with ``A = R − mean R``, ``ρ = exp(ℓ − log μ)``,
-  ``m_i = 1[D̄_i ≤ δ]``, ``D̄_i`` the mean over i's tokens of ``KL(Bern(μ(a_it)) ‖ Bern(π(a_it)))``;
-- GRPO: ``∂L/∂ℓ_it = −r_it A_i / Σ_j T_j`` unless the token is clipped (``A > 0, r > 1 + ε`` or
-  ``A < 0, r < 1 − ε``), then 0; ``A`` group-normalised with ``std + ε_std``.
+- FlashREINFORCE: ``∂L/∂ℓ_it = −m_i A_i ρ_it u_i`` with ``ρ = exp(ℓ − log μ)``, ``m_i = 1[D̄_i ≤ δ]``,
+  ``D̄_i`` the mean over i's tokens of ``KL(Bern(μ(a_it)) ‖ Bern(π(a_it)))``;
+- GRPO: ``∂L/∂ℓ_it = −r_it A_i u_i`` unless the token is clipped (``A > 0, r > 1 + ε`` or
+  ``A < 0, r < 1 − ε``), then 0;
+
+where ``u_i`` is the declared aggregation's weight and ``A`` the declared estimator's advantage
+(:mod:`flashsim.testing.declared`; by default sample-mean and ``R − mean R`` for FlashREINFORCE,
+token-mean and the group-normalised ``A`` with ``std + ε_std`` for GRPO).
 
 Not checked here: invariant 7 (δ is the user's constant, not an argument; the off-policy check puts
 trajectories on both sides of it instead) and 8 (a property of the KL helper, not of a loss).
@@ -28,8 +32,19 @@ import torch
 from torch import Tensor
 
 from flashsim.losses import LOSSES, bernoulli_kl
-from flashsim.testing.conventions import ALGORITHMS, Convention, algorithm_advantages, shard_of
+from flashsim.testing.conventions import (
+    ALGORITHMS,
+    Convention,
+    Shard,
+    ShardContractError,
+    accepted_keywords,
+)
+from flashsim.testing.declared import GROUP_ESTIMATORS, LINEAR_ESTIMATORS, Declared
 from flashsim.testing.strategies import LossBatch, loss_batches, shard_sizes
+
+SHARD_KEYWORDS = ("advantages", "num_sequences", "num_tokens", "max_tokens", "num_shards")
+"""What a shard is handed: the full batch's advantages for its rows, the global B, Σ T_i and width, and
+how many shards make up the update (a trainer that divides by its accumulation steps needs it)."""
 
 
 class InvariantViolation(AssertionError):
@@ -46,9 +61,22 @@ class Context:
     delta: float
     clip_eps: float
     std_eps: float
+    declared: Declared
+    equal_shards: bool = False
+    """Shards are equal-size microbatches only (a trainer that divides by its count of accumulation steps)."""
+    contiguous_groups: bool = False
+    """Groups arrive as contiguous blocks of G rows (a trainer that reshapes rewards with ``view(-1, G)``)."""
 
     def loss(self, batch: LossBatch, log_probs: Tensor, **overrides) -> Tensor:
         return self.convention.loss(self.fn, self.algorithm, batch, log_probs, eps=self.std_eps, **overrides)
+
+    def own_advantages(self, batch: LossBatch) -> Tensor:
+        """The advantages the loss forms over ``batch``: its ``advantages(rewards, group_ids)`` method where it
+        has one (adapters do), else the declared estimator's."""
+        method = getattr(self.fn, "advantages", None)
+        if callable(method):
+            return method(batch.rewards, batch.group_ids).detach().to(torch.float64)
+        return self.advantages(batch)
 
     def run(self, batch: LossBatch, **overrides) -> tuple[Tensor, Tensor]:
         """``(loss, ∂loss/∂log_probs [B, T])``; a log-prob the loss does not use gets gradient 0."""
@@ -58,19 +86,20 @@ class Context:
         return loss.detach(), torch.zeros_like(leaf) if gradient is None else gradient
 
     def advantages(self, batch: LossBatch) -> Tensor:
-        return algorithm_advantages(self.algorithm, batch.rewards, batch.group_ids, eps=self.std_eps)
+        """``A`` ``[B]`` by the declared estimator."""
+        return self.declared.advantages(batch.rewards, batch.group_ids)
 
     def reference_gradient(self, batch: LossBatch) -> Tensor:
         """``∂L/∂ℓ`` ``[B, T]`` by the algorithm's formula (module docstring); 0 on padding."""
         mask, advantages = batch.action_mask, self.advantages(batch)[:, None]
+        weights = self.declared.weights(mask)
         ratio = torch.exp(torch.where(mask, batch.log_probs - batch.behavior_log_probs, 0.0))
         if self.algorithm == "grpo":
             high, low = (advantages > 0) & (ratio > 1 + self.clip_eps), (advantages < 0) & (ratio < 1 - self.clip_eps)
             clipped = high | low
-            return torch.where(mask & ~clipped, -ratio * advantages / batch.num_tokens, 0.0)
+            return torch.where(mask & ~clipped, -ratio * advantages * weights, 0.0)
         admitted = sequence_kl(batch) <= self.delta
-        per_token = -ratio * advantages / (batch.batch_size * batch.lengths[:, None])
-        return torch.where(mask & admitted[:, None], per_token, 0.0)
+        return torch.where(mask & admitted[:, None], -ratio * advantages * weights, 0.0)
 
 
 def sequence_kl(batch: LossBatch) -> Tensor:
@@ -167,6 +196,9 @@ def _batch(case: Case, ctx: Context, *, padding: str = "zeros", **options) -> Lo
         options["group_size"] = case.draw(st.integers(2, 4), "G")
         low, high = options.get("batch_size", (1, 8))
         options["batch_size"] = (max(low, options["group_size"]), high)
+    if ctx.contiguous_groups:
+        options.setdefault("group_size", 1)  # ungrouped algorithms: every trajectory its own block
+        options["contiguous_groups"] = True
     return case.draw(loss_batches(padding=padding, **options), "batch")
 
 
@@ -232,8 +264,9 @@ def check_advantage_baseline(ctx: Context, case: Case) -> None:
     shift = case.draw(st.sampled_from([-0.5, 0.25, 3.0]), "reward shift")
     _, gradient = ctx.run(batch)
     _, shifted = ctx.run(with_rewards(batch, batch.rewards + shift))
-    _close(f"∂L/∂log π with rewards + {shift}", shifted, gradient)
-    if ctx.algorithm == "flash_reinforce":
+    if ctx.declared.estimator != "none":
+        _close(f"∂L/∂log π with rewards + {shift}", shifted, gradient)
+    if ctx.declared.estimator in LINEAR_ESTIMATORS:
         _, doubled = ctx.run(with_rewards(batch, 2 * batch.rewards))
         _close("∂L/∂log π with rewards × 2 (A = R − mean R scales with R)", doubled, 2 * gradient)
 
@@ -260,6 +293,11 @@ def check_permutation(ctx: Context, case: Case) -> None:
 
     batch = _batch(case, ctx, max_drift=0.3)
     order = torch.tensor(case.draw(st.permutations(range(batch.batch_size)), "order"))
+    if ctx.contiguous_groups:  # move whole groups, and rows within each group, so groups stay contiguous
+        size = int((batch.group_ids == batch.group_ids[0]).sum())
+        blocks = torch.tensor(case.draw(st.permutations(range(batch.batch_size // size)), "group order"))
+        within = torch.tensor(case.draw(st.permutations(range(size)), "order within groups"))
+        order = (blocks[:, None] * size + within[None, :]).flatten()
     loss, gradient = ctx.run(batch)
     loss_p, gradient_p = ctx.run(batch.select(order))
     _close("loss of the permuted batch", loss_p, loss, rtol=1e-9)
@@ -285,31 +323,78 @@ def check_length_normalisation(ctx: Context, case: Case) -> None:
     _, gradient = ctx.run(batch)
     repeated = repeat_tokens(batch, row, k)
     _, gradient_k = ctx.run(repeated)
-    if ctx.algorithm == "grpo":  # token-mean: every token weighs 1/N, and N grew to N'
-        shrink = batch.num_tokens / repeated.num_tokens
-        factor, others = k * shrink, shrink
-    else:  # sample-mean: a trajectory weighs 1/B whatever its length
-        factor, others = 1.0, 1.0
+    # Each row's tokens weigh u_i (the declared aggregation); the repeated row's k copies weigh k · u'_row.
+    before = ctx.declared.weights(batch.action_mask).max(dim=1).values
+    after = ctx.declared.weights(repeated.action_mask).max(dim=1).values
+    scale = after / before
     total = gradient_k[row].view(batch.width, k).sum(dim=1)
-    _close(f"∂L/∂log π of trajectory {row} summed over its {k} copies of each token", total, factor * gradient[row])
+    _close(f"∂L/∂log π of trajectory {row} summed over its {k} copies of each token", total,
+           k * scale[row] * gradient[row])
     keep = torch.arange(batch.batch_size) != row
-    _close("the other trajectories' ∂L/∂log π", gradient_k[keep, : batch.width], others * gradient[keep])
+    _close("the other trajectories' ∂L/∂log π", gradient_k[keep, : batch.width], scale[keep, None] * gradient[keep])
+
+
+def check_batch_advantages(ctx: Context, case: Case) -> None:
+    batch = on_policy(_batch(case, ctx))
+    want = ctx.advantages(batch)
+    method = getattr(ctx.fn, "advantages", None)
+    if callable(method):
+        _close("the loss's advantages over the full batch (its advantages(rewards, group_ids))",
+               method(batch.rewards, batch.group_ids).detach(), want, rtol=1e-7, atol=1e-9)
+        return
+    # μ = π: the ratio is 1, nothing is clipped or gated, so ∂L/∂ℓ_it = −A_i u_i and A_i = −Σ_t ∂L/∂ℓ_it / Σ_t u_i.
+    _, gradient = ctx.run(batch)
+    recovered = -gradient.sum(dim=1) / ctx.declared.weights(batch.action_mask).sum(dim=1)
+    _close("the advantages the loss applies (−Σ_t ∂L/∂log π_it / Σ_t u_i, on-policy)", recovered, want)
+
+
+def narrowed(part: LossBatch) -> tuple[LossBatch, Tensor]:
+    """The shard with the columns that are padding in all of its rows cut from both ends (a microbatch padded
+    only to its longest row), and the kept column indices."""
+    used = part.action_mask.any(dim=0).nonzero().flatten()
+    columns = torch.arange(int(used.min()), int(used.max()) + 1)
+    cut = LossBatch(part.log_probs[:, columns], part.behavior_log_probs[:, columns], part.rewards,
+                    part.action_mask[:, columns], part.group_ids)
+    return cut, columns
 
 
 def check_shards(ctx: Context, case: Case) -> None:
     from hypothesis import strategies as st
 
+    accepted = accepted_keywords(ctx.fn, SHARD_KEYWORDS)
+    if ctx.convention.name == "flashsim" and accepted is not None and "advantages" not in accepted:
+        raise ShardContractError("the loss takes no advantages= keyword (nor num_sequences= / num_tokens=): a rank "
+                                 "or a microbatch cannot be given the full batch's advantages and counts")
     batch = _batch(case, ctx, max_drift=0.3, batch_size=(2, 8))
     order = torch.tensor(case.draw(st.permutations(range(batch.batch_size)), "row order"))
-    sizes = case.draw(shard_sizes(batch.batch_size, max_shards=4), "dp × microbatch shard sizes")
+    divisors = [k for k in range(1, min(4, batch.batch_size) + 1) if batch.batch_size % k == 0]
+    layout = "equal" if ctx.equal_shards else case.draw(st.sampled_from(["any", "equal"]), "shard sizes")
+    if layout == "equal":
+        k = case.draw(st.sampled_from(divisors), "equal-size microbatches")
+        sizes = [batch.batch_size // k] * k
+    else:
+        sizes = case.draw(shard_sizes(batch.batch_size, max_shards=4), "dp × microbatch shard sizes")
+    narrow = case.draw(st.booleans(), "shards narrowed to their longest row")
     loss, gradient = ctx.run(batch)
+    advantages = ctx.own_advantages(batch)
     total, assembled = torch.zeros((), dtype=torch.float64), torch.zeros_like(gradient)
     for rows in torch.split(order, sizes):
-        part, shard = shard_of(ctx.algorithm, batch, rows, eps=ctx.std_eps)
+        part, columns = batch.select(rows), torch.arange(batch.width)
+        if narrow:
+            part, columns = narrowed(part)
+        shard = Shard(advantages[rows], batch.batch_size, batch.num_tokens, batch.width, len(sizes))
         part_loss, part_gradient = ctx.run(part, shard=shard)
-        total, assembled[rows] = total + part_loss, part_gradient
-    _close("Σ shard losses vs the full batch's loss", total, loss.to(torch.float64), rtol=1e-9)
+        total = total + part_loss
+        assembled[rows[:, None], columns[None, :]] = part_gradient
+    _close("Σ shard losses vs the full batch's loss (the loss's own advantages handed to each shard)", total,
+           loss.to(torch.float64), rtol=1e-9)
     _close("∂L/∂log π assembled from the shards", assembled, gradient, rtol=1e-9)
+
+
+PRECISION_RTOL = 2e-2
+"""A few bf16 ulps (2⁻⁸ ≈ 4e-3 each) of the largest gradient: bf16 stores the gradient itself to half an ulp, and
+a loss computed in bf16 end to end adds a few more. A token clipped or gated on the wrong side of ε or δ, or a
+log-ratio ℓ − log μ exponentiated in bf16 (both rounded at |ℓ| · 2⁻⁹ before the difference), errs far more."""
 
 
 def check_precision(ctx: Context, case: Case) -> None:
@@ -318,11 +403,10 @@ def check_precision(ctx: Context, case: Case) -> None:
     if loss64.dtype != torch.float64:
         raise InvariantViolation(f"float64 inputs gave a {loss64.dtype} loss; float64 must stay float64")
     low = batch.to(torch.bfloat16)
-    loss_low, _ = ctx.run(low)
-    exact, _ = ctx.run(low.to(torch.float64))  # the same (rounded) inputs, computed in float64
-    terms = (batch.log_probs.abs() * batch.rewards.abs().max() * math.exp(0.3)).masked_fill(~batch.action_mask, 0)
-    _close("bf16-input loss vs the same inputs in float64 (promote before exp)", loss_low, exact,
-           rtol=1e-4, atol=1e-5 * float(terms.max()) + 1e-7)
+    _, gradient_low = ctx.run(low)
+    _, exact = ctx.run(low.to(torch.float64))  # the same (rounded) inputs, computed in float64
+    _close("∂L/∂log π of bf16 inputs vs the same inputs in float64 (promote before exp)",
+           gradient_low.to(torch.float64), exact, rtol=PRECISION_RTOL, atol=1e-12)
 
 
 def check_no_gradient_to_behavior(ctx: Context, case: Case) -> None:
@@ -348,25 +432,36 @@ class Invariant:
     check: Callable[[Context, Case], None]
     algorithms: tuple[str, ...] = ALGORITHMS
     needs_own_advantages: bool = False
+    not_applicable: Callable[[Context], str | None] = lambda ctx: None
+    """Why the invariant does not apply to what the loss declares (None: it applies)."""
 
 
 INVARIANTS: tuple[Invariant, ...] = (
     Invariant("on_policy_gradient", "1", "μ = π: ∂L/∂log π is the algorithm's formula", check_on_policy_gradient),
     Invariant("off_policy_gradient", "1, 6, 13",
-              "μ ≠ π: ∂L/∂log π is the formula (sequence gate at δ / PPO clip at ε)", check_off_policy_gradient),
+              "μ ≠ π: ∂L/∂log π is the formula (sequence gate at δ / PPO clip at ε)", check_off_policy_gradient,
+              not_applicable=lambda ctx: getattr(ctx.fn, "off_policy_rule", None)),
     Invariant("rejected_rows", "6", "a rejected trajectory has zero gradient and stays in B",
               check_rejected_rows, algorithms=("flash_reinforce",)),
     Invariant("advantage_baseline", "2", "reward shift leaves the gradient; scaling scales it (flash)",
               check_advantage_baseline, needs_own_advantages=True),
-    Invariant("constant_rewards", "9", "constant rewards: zero loss and zero gradient", check_constant_rewards),
+    Invariant("constant_rewards", "9", "constant rewards: zero loss and zero gradient", check_constant_rewards,
+              not_applicable=lambda ctx: "the declared estimator has no baseline" if ctx.declared.estimator == "none"
+              else None),
     Invariant("single_rollout_groups", "13", "G = 1: zero loss and zero gradient", check_single_rollout_groups,
-              algorithms=("grpo",), needs_own_advantages=True),
+              needs_own_advantages=True,
+              not_applicable=lambda ctx: None if ctx.declared.estimator in GROUP_ESTIMATORS
+              else "the declared estimator is not a group baseline"),
     Invariant("permutation", "3", "permuting trajectories permutes gradients, keeps the loss", check_permutation),
     Invariant("padding", "4", "padding slots (NaN, ±inf) change neither loss nor gradient", check_padding),
     Invariant("length_normalisation", "5", "tokens repeated k×: gradient scales as the aggregation says",
               check_length_normalisation),
-    Invariant("shards", "10", "dp × microbatch shards add up to the full batch", check_shards),
-    Invariant("precision", "11", "bf16 promoted before exp; float64 stays float64", check_precision),
+    Invariant("batch_advantages", "2, 10", "the advantages over the full batch are the declared estimator's",
+              check_batch_advantages, needs_own_advantages=True),
+    Invariant("shards", "10", "dp × microbatch shards (any or equal sizes, narrowed widths) add up to the full "
+              "batch, given the loss's own advantages", check_shards),
+    Invariant("precision", "11", "bf16 gradient within 2e-2 (relative) of float64's; float64 stays float64",
+              check_precision),
     Invariant("no_gradient_to_behavior", "12", "no gradient reaches behaviour log-probs or rewards",
               check_no_gradient_to_behavior),
 )

@@ -8,7 +8,9 @@ import torch
 
 from flashsim.testing.strategies import LossBatch
 
-STATUSES = ("holds", "FAILS", "n/a")
+STATUSES = ("holds", "FAILS", "unsupported", "n/a")
+"""``unsupported``: the invariant applies, but the loss's interface cannot express it (a loss without the
+sharding keywords cannot be split across ranks); kept apart from FAILS."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class LossReport:
     algorithm: str
     convention: str
     results: tuple[InvariantResult, ...]
+    declared: str = ""
+    """The aggregation and estimator the loss was judged against (:class:`flashsim.testing.declared.Declared`)."""
 
     @property
     def passed(self) -> bool:
@@ -55,18 +59,24 @@ class LossReport:
     def table(self) -> str:
         """A fixed-width table: invariant, DESIGN.md number, status, examples, what must hold."""
         width = max(len(r.name) for r in self.results)
-        lines = [f"{'invariant':<{width}}  {'#':<9}  {'status':<6}  {'examples':>8}  must hold",
-                 f"{'-' * width}  {'-' * 9}  {'-' * 6}  {'-' * 8}  {'-' * 9}"]
+        lines = [f"{'invariant':<{width}}  {'#':<9}  {'status':<11}  {'examples':>8}  must hold",
+                 f"{'-' * width}  {'-' * 9}  {'-' * 11}  {'-' * 8}  {'-' * 9}"]
         for r in self.results:
-            lines.append(f"{r.name:<{width}}  {r.design:<9}  {r.status:<6}  {r.examples:>8}  {r.statement}")
+            lines.append(f"{r.name:<{width}}  {r.design:<9}  {r.status:<11}  {r.examples:>8}  {r.statement}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
         verdict = "all invariants hold" if self.passed else f"{len(self.failures)} invariant(s) FAIL"
         parts = [f"check_loss({self.function}, algorithm={self.algorithm!r}, convention={self.convention!r}): "
-                 f"{verdict}", self.table()]
+                 f"{verdict}"]
+        if self.declared:
+            parts.append(f"judged against the declared {self.declared}")
+        parts.append(self.table())
         for r in self.failures:
             parts.append(f"\n{r.name} FAILS: {r.message}\nminimal counterexample:\n{r.counterexample}")
+        for r in self.results:
+            if r.status == "unsupported":
+                parts.append(f"\n{r.name} unsupported: {r.message}")
         return "\n".join(parts)
 
 

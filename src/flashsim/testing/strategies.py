@@ -176,6 +176,7 @@ def loss_batches(
     rewards: SearchStrategy[float] | None = None,
     group_size: int | None = None,
     equal_lengths: bool = False,
+    contiguous_groups: bool = False,
 ) -> SearchStrategy[LossBatch]:
     """A hypothesis strategy of :class:`LossBatch` (see the module docstring).
 
@@ -190,6 +191,8 @@ def loss_batches(
         group_size: if given, every group has exactly this many trajectories (G); otherwise group
             ids are arbitrary labels, with groups of any size including 1.
         equal_lengths: every trajectory has the same number of policy tokens.
+        contiguous_groups: with ``group_size``, group g is rows g·G … g·G + G − 1 (the layout of trainers
+            that reshape rewards with ``view(-1, G)``); otherwise the rows of a group are anywhere.
 
     >>> from hypothesis import given, settings
     >>> @settings(max_examples=10, database=None)
@@ -211,7 +214,8 @@ def loss_batches(
 
     @st.composite
     def draw_batch(draw) -> LossBatch:
-        b, t, group_ids, lengths = _draw_shape(draw, st, batch_size, width, group_size, equal_lengths)
+        b, t, group_ids, lengths = _draw_shape(draw, st, batch_size, width, group_size, equal_lengths,
+                                               contiguous_groups)
         layout = draw(st.sampled_from(LAYOUTS))
         drift_size = draw(st.sampled_from([0.0, max_drift]) | st.floats(0.0, max_drift))
         # Fractions of tokens that sit exactly on the edge cases: certain (log π = 0), on-policy (μ = π).
@@ -240,7 +244,8 @@ def _uniform(generator: torch.Generator, *shape: int) -> Tensor:
     return torch.rand(*shape, generator=generator, dtype=torch.float64)
 
 
-def _draw_shape(draw, st, batch_size, width, group_size, equal_lengths) -> tuple[int, int, Tensor, Tensor]:
+def _draw_shape(draw, st, batch_size, width, group_size, equal_lengths, contiguous_groups=False
+                ) -> tuple[int, int, Tensor, Tensor]:
     """B, T, group ids [B] and lengths [B] (each in 1..T)."""
     if group_size is None:
         b = draw(st.integers(*batch_size))
@@ -248,7 +253,9 @@ def _draw_shape(draw, st, batch_size, width, group_size, equal_lengths) -> tuple
     else:
         groups = draw(st.integers(max(1, -(-batch_size[0] // group_size)), batch_size[1] // group_size))
         b = groups * group_size
-        group_ids = torch.arange(groups).repeat_interleave(group_size)[draw(st.permutations(range(b)))]
+        group_ids = torch.arange(groups).repeat_interleave(group_size)
+        if not contiguous_groups:
+            group_ids = group_ids[draw(st.permutations(range(b)))]
     t = draw(st.integers(*width))
     if equal_lengths:
         lengths = torch.full((b,), draw(st.integers(1, t)))

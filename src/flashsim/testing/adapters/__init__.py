@@ -1,0 +1,120 @@
+"""Adapters that put the real loss code of TRL, verl and OpenRLHF under :func:`~flashsim.testing.check_loss`.
+
+Each adapter is a callable in the ``flashsim`` convention (:mod:`flashsim.testing.conventions`)::
+
+    adapter(log_probs, behavior_log_probs, rewards, action_mask, group_ids=None, *, advantages=None,
+            num_sequences=None, num_tokens=None, max_tokens=None, num_shards=1) -> loss
+
+that imports its framework when called (never when this package is imported) and runs the framework's
+**unmodified, installed** code: TRL's ``GRPOTrainer._compute_loss`` on a minimal stand-in for the
+trainer object, verl's ``core_algos`` advantage estimators, policy losses and ``agg_loss``, OpenRLHF's
+``PolicyLoss``. The adapter carries what the loss declares (``aggregation``, ``estimator``, ``std_eps``,
+``equal_shards``, ``contiguous_groups``; :mod:`flashsim.testing.declared`) and ``advantages(rewards,
+group_ids)``, the advantages the framework forms over a batch. What an adapter itself writes (the
+stand-in trainer, the framework's inline advantage code where it has no function of its own) is tested
+by the invariants too: ``docs/conformance.md`` says which rows depend on it.
+
+``VARIANTS`` lists every row of the conformance table (:mod:`flashsim.testing.conformance`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+
+class FrameworkMissing(ImportError):
+    """The framework an adapter needs is not installed (the conformance table lists it as not run)."""
+
+
+def require(module: str, distribution: str) -> object:
+    """``import module``; a clear :class:`FrameworkMissing` naming the distribution when it is absent."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise FrameworkMissing(f"{distribution} is not installed ({error}); see docs/conformance.md "
+                               f"for how to install it") from error
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of ``distribution``, None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass
+class Adapter:
+    """A framework's loss in the flashsim convention, with what it declares. Subclasses define ``_loss``
+    and ``advantages``."""
+
+    variant: str
+    algorithm: str
+    aggregation: str
+    estimator: str
+    std_eps: float = 1e-6
+    equal_shards: bool = False
+    contiguous_groups: bool = False
+    delta: float = 3e-3
+    clip_eps: float = 0.2
+    options: dict = field(default_factory=dict)
+    framework = ""
+    distribution = ""
+
+    def require_framework(self) -> None:
+        """Raise :class:`FrameworkMissing` unless the framework is installed."""
+        if self.version is None:
+            raise FrameworkMissing(f"{self.distribution} is not installed; see docs/conformance.md for how to "
+                                   f"install it")
+
+    def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
+        raise NotImplementedError
+
+    def _loss(self, log_probs: Tensor, behavior_log_probs: Tensor, advantages: Tensor, action_mask: Tensor, *,
+              num_sequences: int | None, num_tokens: int | None, max_tokens: int | None, num_shards: int) -> Tensor:
+        raise NotImplementedError
+
+    def __call__(self, log_probs: Tensor, behavior_log_probs: Tensor, rewards: Tensor, action_mask: Tensor,
+                 group_ids: Tensor | None = None, *, advantages: Tensor | None = None,
+                 num_sequences: int | None = None, num_tokens: int | None = None, max_tokens: int | None = None,
+                 num_shards: int = 1) -> Tensor:
+        if advantages is None:
+            advantages = self.advantages(rewards, group_ids)
+        return self._loss(log_probs, behavior_log_probs, advantages.detach(), action_mask,
+                          num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens,
+                          num_shards=num_shards)
+
+    @property
+    def report_name(self) -> str:
+        """The name :func:`~flashsim.testing.check_loss`'s report gives the loss."""
+        return f"{self.framework} {self.version or '(not installed)'}: {self.variant}"
+
+    @property
+    def version(self) -> str | None:
+        return installed_version(self.distribution)
+
+
+def group_rows(group_ids: Tensor, size: int | None = None) -> int:
+    """G, after checking that groups are contiguous blocks of G rows (what ``view(-1, G)`` assumes)."""
+    size = int((group_ids == group_ids[0]).sum()) if size is None else size
+    if group_ids.shape[0] % size or not bool((group_ids.view(-1, size) == group_ids.view(-1, size)[:, :1]).all()):
+        raise ValueError("this framework reshapes rewards with view(-1, G): groups must be contiguous blocks of G "
+                         "rows (check_loss(..., contiguous_groups=True))")
+    return size
+
+
+FRAMEWORKS = {"trl": "trl", "verl": "verl", "openrlhf": "openrlhf"}
+"""Adapter module → PyPI distribution."""
+
+
+def variants(framework: str) -> list[Adapter]:
+    """Every row of ``framework``'s adapter module (its ``VARIANTS``); importing the module imports no framework."""
+    module = importlib.import_module(f"flashsim.testing.adapters.{framework}")
+    return module.variants()
+
+
+__all__ = ["Adapter", "FRAMEWORKS", "FrameworkMissing", "group_rows", "installed_version", "require", "variants"]

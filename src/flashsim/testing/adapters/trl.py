@@ -1,0 +1,182 @@
+"""TRL's ``GRPOTrainer`` loss, called unmodified on a minimal stand-in for the trainer object.
+
+``GRPOTrainer._compute_loss(self, model, inputs)`` reads its settings from ``self`` and gets the policy's
+log-probs from ``self._get_per_token_logps_and_entropies``; the stand-in (:class:`_Trainer`) holds the
+settings of a real ``GRPOConfig`` (built with the variant's options, so TRL's defaults and validation
+apply) and hands back the harness's log-probs. One process, no vLLM, no reference model (β = 0, TRL's
+default): what is checked is the policy loss and its aggregation.
+
+Advantages: TRL forms them inline in ``_generate_and_score_completions`` (no function of their own), so
+:meth:`TRLLoss.advantages` writes the same formula with TRL's ``nanstd``: ``(R − mean_g R)/(std_g R + 1e-4)``
+over ``rewards.view(-1, G)`` (``scale_rewards="group"``), or without the division (``"none"``). The
+``batch_advantages`` invariant therefore tests this transcription, not TRL.
+
+Shards: TRL divides each microbatch's loss by ``current_gradient_accumulation_steps`` (``dapo``, ``cispo``
+and ``vespo`` by the generation batch's token count instead), so it assumes equal-size microbatches:
+the adapter declares ``equal_shards`` and hands the shard count over as the accumulation steps.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+import types
+from collections import defaultdict
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import torch
+from torch import Tensor
+
+from flashsim.testing.adapters import Adapter, group_rows, require
+
+BUDGET = 32
+"""``max_completion_length`` of the ``dr_grpo`` row (its N: the harness's rows are at most 24 tokens)."""
+
+OWN_OFF_POLICY = {
+    "cispo": "CISPO weighs tokens by the detached min(ρ, ε_high), not GRPO's PPO clip",
+    "sapo": "SAPO replaces the clip by a soft sigmoid gate",
+    "vespo": "VESPO weighs sequences by its φ(w), not GRPO's PPO clip",
+}
+
+
+class _Accelerator:
+    """One process: gathers and reductions are the identity."""
+
+    num_processes = 1
+    sync_gradients = True
+
+    def gather(self, tensor: Tensor) -> Tensor:
+        return tensor
+
+    gather_for_metrics = gather
+
+    def reduce(self, tensor: Tensor, reduction: str = "sum") -> Tensor:
+        return tensor
+
+
+class _Trainer:
+    """The attributes ``GRPOTrainer._compute_loss`` reads, set as ``GRPOTrainer.__init__`` sets them from args."""
+
+    def __init__(self, args, log_probs: Tensor, steps: int) -> None:
+        self.args, self._log_probs = args, log_probs
+        self.loss_type, self.beta = args.loss_type, args.beta
+        self.epsilon_low = args.epsilon
+        self.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
+        self.importance_sampling_level = args.importance_sampling_level
+        self.off_policy_mask_threshold = args.off_policy_mask_threshold
+        self.top_entropy_quantile = args.top_entropy_quantile
+        self.max_completion_length = args.max_completion_length
+        self.use_vllm, self.vllm_importance_sampling_correction = False, False
+        self.entropy_coef, self.use_adaptive_entropy = args.entropy_coef, args.use_adaptive_entropy
+        self._entropy_bonus_enabled = self.entropy_coef != 0.0 or self.use_adaptive_entropy
+        self.aux_loss_enabled = False
+        self.current_gradient_accumulation_steps = steps
+        self.accelerator = _Accelerator()
+        self.model = SimpleNamespace(training=True)
+        self._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, **_):
+        return self._log_probs, torch.zeros_like(self._log_probs), None
+
+    def __getattr__(self, name: str):
+        """Any other method the loss calls (``get_gamma_weights`` ...) is GRPOTrainer's own, bound to the stand-in."""
+        trainer = require("trl.trainer.grpo_trainer", "trl").GRPOTrainer
+        static = inspect.getattr_static(trainer, name)
+        if isinstance(static, (staticmethod, classmethod)):
+            return getattr(trainer, name)
+        if callable(static):
+            return types.MethodType(static, self)
+        raise AttributeError(name)
+
+
+_ARGS: dict[tuple, object] = {}
+
+
+def trl_args(**options):
+    """A real ``GRPOConfig`` with ``options`` (CPU, no reporting), cached: building one takes seconds."""
+    key = tuple(sorted(options.items()))
+    if key not in _ARGS:
+        trl = require("trl", "trl")
+        _ARGS[key] = trl.GRPOConfig(output_dir=tempfile.gettempdir(), use_cpu=True, bf16=False, report_to="none",
+                                    **options)
+    return _ARGS[key]
+
+
+@dataclass
+class TRLLoss(Adapter):
+    framework = "TRL"
+    distribution = "trl"
+
+    def __post_init__(self) -> None:
+        self.loss_type = self.options.get("loss_type", "grpo")
+        self.scale_rewards = self.options.get("scale_rewards", "group")
+        self.off_policy_rule = OWN_OFF_POLICY.get(self.loss_type)
+        if self.loss_type == "vespo":
+            self.own_rules = {"length_normalisation": "VESPO's φ(w) is a function of the sequence's summed log-ratio: "
+                                                      "repeating a trajectory's tokens changes it by design"}
+
+    def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
+        nanstd = require("trl.trainer.utils", "trl").nanstd
+        rewards = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
+        size = group_rows(group_ids) if group_ids is not None else rewards.shape[0]
+        grouped = rewards.view(-1, size)
+        centred = rewards - grouped.mean(dim=1).repeat_interleave(size)
+        if self.scale_rewards == "none":
+            return centred
+        std = nanstd(grouped, dim=1).flatten().repeat_interleave(size) if size > 1 else torch.zeros_like(rewards)
+        return torch.nan_to_num(centred / (std + 1e-4), nan=0.0)
+
+    def _loss(self, log_probs, behavior_log_probs, advantages, action_mask, *, num_sequences, num_tokens,
+              max_tokens, num_shards) -> Tensor:
+        trainer_module = require("trl.trainer.grpo_trainer", "trl")
+        args = trl_args(**self.options)
+        batch, width = action_mask.shape
+        stand_in = _Trainer(args, log_probs, num_shards)
+        stand_in.args = SimpleNamespace(**{**vars(args), "steps_per_generation": num_shards})
+        total_tokens = int(action_mask.sum()) if num_tokens is None else num_tokens
+        inputs = {
+            "prompt_ids": torch.zeros(batch, 0, dtype=torch.long),
+            "prompt_mask": torch.zeros(batch, 0, dtype=torch.long),
+            "completion_ids": torch.zeros(batch, width, dtype=torch.long),
+            "completion_mask": action_mask.to(torch.int32),  # TRL's completion mask is an int tensor
+            # TRL computes the old log-probs under no_grad (_generate_and_score_completions): detached here too.
+            "advantages": advantages, "old_per_token_logps": behavior_log_probs.detach(),
+            "num_items_in_batch": torch.tensor(float(total_tokens)),
+        }
+        return trainer_module.GRPOTrainer._compute_loss(stand_in, None, inputs)
+
+
+def _row(loss_type: str, aggregation: str, **extra) -> TRLLoss:
+    scale = extra.pop("scale_rewards", "group")
+    estimator = "group_mean" if scale == "none" else "group_mean_std"
+    options = {"loss_type": loss_type, **({"scale_rewards": scale} if scale != "group" else {}), **extra}
+    return TRLLoss(loss_type, "grpo", aggregation, estimator, std_eps=1e-4, equal_shards=True,
+                   contiguous_groups=True, options=options)
+
+
+def variants() -> list[TRLLoss]:
+    """Every GRPO-family ``loss_type`` of TRL 1.16, with the aggregation its docs give it."""
+    return [
+        _row("grpo", "trl:grpo"),
+        _row("bnpo", "trl:bnpo"),
+        _row("dr_grpo", f"constant:{BUDGET}", scale_rewards="none", max_completion_length=BUDGET),
+        _row("dapo", "trl:dapo"),
+        _row("luspo", "seq_mean_token_sum"),
+        _row("cispo", "token_mean", epsilon_high=5.0),
+        _row("sapo", "sample_mean"),
+        _row("vespo", "token_mean"),
+    ]
+
+
+def grpo_loss(loss_type: str = "grpo", **options) -> TRLLoss:
+    """The TRL row for ``loss_type`` (``flashsim check-loss flashsim.testing.adapters.trl:grpo_loss
+    --option loss_type=bnpo``); other ``options`` go to ``GRPOConfig``."""
+    for row in variants():
+        if row.loss_type == loss_type:
+            row.options.update(options)
+            return row
+    raise ValueError(f"loss_type {loss_type!r} is not one of {', '.join(r.loss_type for r in variants())}")
+
+
+__all__ = ["TRLLoss", "grpo_loss", "variants"]
