@@ -97,7 +97,8 @@ def unsupported_numbers(cells: list[dict], committed: frozenset[str] = frozenset
 
 def test_a_hand_typed_number_is_flagged_and_a_printed_or_committed_one_is_not():
     cells = [
-        {"cell_type": "code", "source": "lr = 0.5", "outputs": [{"output_type": "stream", "text": "success 0.70213\n"}]},
+        {"cell_type": "code", "source": "lr = 0.5",
+         "outputs": [{"output_type": "stream", "text": "success 0.70213\n"}]},
         {"cell_type": "markdown", "source": "At lr 0.5 success reaches 0.702 (article: 38.0), not 0.687 or 0.71."},
     ]
     assert unsupported_numbers(cells, frozenset({"38.0"})) == [(1, "0.687"), (1, "0.71")]
