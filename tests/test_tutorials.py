@@ -5,11 +5,19 @@ temporary working directory for the figures it writes. The kernel is the interpr
 jupyter_client runs an installed ``python3`` kernelspec whose command is ``python`` with ``sys.executable``,
 and without an installed kernelspec ipykernel (a dev dependency) provides ``python3`` natively.
 Committed notebooks must carry no outputs (STYLE rule 20).
+
+No hand-typed result: after a notebook runs, every decimal number its markdown cells state must appear in
+the outputs of the code cells near it (within the rounding the prose uses), in its own code (a setting such
+as ``lr 0.5``), or verbatim in a committed summary (``docs/**/summary.json``, whose ``paper`` fields carry the
+article's numbers). Numbers about a run are therefore printed, or rendered into markdown by a code cell.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -17,6 +25,88 @@ import pytest
 TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
 CELL_TIMEOUT = 300  # seconds per cell; the fast budgets need a few
+SUMMARIES = sorted((TUTORIALS.parent / "docs").glob("**/summary.json"))
+NEARBY_BEFORE, NEARBY_AFTER = 3, 2  # code cells whose outputs a markdown cell may quote
+# A decimal number not glued to a word or another number ("Qwen2.5", "1.5B" and version strings are names).
+DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?:e[-+−]?\d+)?(?!\w)(?!\.\d)")
+FENCE = re.compile(r"```.*?```", re.DOTALL)  # shell commands, not claims
+
+
+def decimals(text: str) -> list[str]:
+    return DECIMAL.findall(FENCE.sub("", text))
+
+
+def _value_and_resolution(token: str) -> tuple[float, float]:
+    """|value| and half a unit of the last digit written: "0.687" -> (0.687, 0.0005)."""
+    mantissa, _, exponent = token.replace("−", "-").partition("e")
+    scale = 10.0 ** int(exponent or 0)
+    places = len(mantissa.partition(".")[2])
+    return abs(float(mantissa)) * scale, 0.5 * 10.0**-places * scale
+
+
+def _quotes(token: str, printed: list[float]) -> bool:
+    value, resolution = _value_and_resolution(token)
+    return any(math.isclose(abs(number), value, rel_tol=0, abs_tol=resolution * (1 + 1e-9)) for number in printed)
+
+
+def _output_text(cell) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", "") if isinstance(output.get("text", ""), str) else "".join(output["text"]))
+        for kind in ("text/plain", "text/markdown", "text/html"):
+            value = output.get("data", {}).get(kind, "")
+            parts.append(value if isinstance(value, str) else "".join(value))
+    return "\n".join(parts)
+
+
+@cache
+def committed_tokens() -> frozenset[str]:
+    """Every number written in a committed summary, as written (the article's numbers sit in its ``paper`` fields)."""
+    tokens = set()
+    for path in SUMMARIES:
+        text = path.read_text()
+        tokens.update(DECIMAL.findall(text))
+        tokens.update(re.findall(r"\d+\.\d+", text))
+    return frozenset(tokens)
+
+
+def unsupported_numbers(cells: list[dict], committed: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
+    """(cell index, number) for each decimal a markdown cell states that nothing near it printed.
+
+    A number is supported when a code cell among the ``NEARBY_BEFORE`` before and ``NEARBY_AFTER`` after
+    printed it (to the precision the prose writes it), when the notebook's code writes it as a setting,
+    or when ``committed`` holds it verbatim.
+    """
+    source = lambda cell: cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])  # noqa: E731
+    code_indices = [index for index, cell in enumerate(cells) if cell["cell_type"] == "code"]
+    settings = {token for index in code_indices for token in re.findall(r"\d+\.\d+(?:e-?\d+)?", source(cells[index]))}
+    missing = []
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] != "markdown":
+            continue
+        before = [i for i in code_indices if i < index][-NEARBY_BEFORE:]
+        after = [i for i in code_indices if i > index][:NEARBY_AFTER]
+        printed = [
+            _value_and_resolution(token)[0] for i in before + after for token in DECIMAL.findall(_output_text(cells[i]))
+        ]
+        for token in decimals(source(cell)):
+            if token not in settings and token not in committed and not _quotes(token, printed):
+                missing.append((index, token))
+    return missing
+
+
+def test_a_hand_typed_number_is_flagged_and_a_printed_or_committed_one_is_not():
+    cells = [
+        {"cell_type": "code", "source": "lr = 0.5",
+         "outputs": [{"output_type": "stream", "text": "success 0.70213\n"}]},
+        {"cell_type": "markdown", "source": "At lr 0.5 success reaches 0.702 (article: 38.0), not 0.687 or 0.71."},
+    ]
+    assert unsupported_numbers(cells, frozenset({"38.0"})) == [(1, "0.687"), (1, "0.71")]
+
+
+def test_numbers_inside_names_and_shell_commands_are_not_claims():
+    text = "Qwen2.5-Math-1.5B, v0.11.2\n```bash\nflashsim train --lr 0.37\n```\nδ = 3e-3, 1.25e-3"
+    assert decimals(text) == ["1.25e-3"]
 
 
 def test_the_tutorials_folder_holds_notebooks():
@@ -54,3 +144,9 @@ def test_notebook_runs_without_error_at_the_fast_budget(path, tmp_path, monkeypa
         output.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
     )
     assert "FLASHSIM_FAST = True" in streams, "the notebook's first code cell must read FLASHSIM_FAST"
+    missing = unsupported_numbers(notebook.cells, committed_tokens())
+    assert not missing, (
+        f"{path.name}: markdown states numbers that no nearby output, setting or committed summary holds "
+        f"(cell, number): {missing}; print them, or render the sentence from the run's variables "
+        f"(IPython.display.Markdown)"
+    )
