@@ -90,12 +90,12 @@ class LossSpec:
             if self.needs_groups and group_ids is None:
                 raise ValueError(f"{self.advantage.__name__!r} advantages need group_ids [B] "
                                  "(which prompt each trajectory answers)")
-            advantages = resolve_advantages(rewards, None, log_probs, self.estimator(options), group_ids,
+            advantages = resolve_advantages(rewards, None, log_probs, self.advantage_estimator(options), group_ids,
                                             validate=options.get("validate", True))
         return self.loss(log_probs, behavior_log_probs, None, action_mask, advantages=advantages,
                          **{**self.options, **options})
 
-    def estimator(self, options: Mapping[str, object]) -> Callable[[Tensor, Tensor | None], Tensor]:
+    def advantage_estimator(self, options: Mapping[str, object]) -> Callable[[Tensor, Tensor | None], Tensor]:
         """The advantage estimator with ``options``' advantage options bound."""
         return lambda rewards, group_ids: self.compute_advantages(rewards, group_ids, options)
 

@@ -73,7 +73,7 @@ class Declared:
     def advantages(self, rewards: Tensor, group_ids: Tensor) -> Tensor:
         """``A`` ``[B]`` by the declared estimator."""
         if self.estimator == "group_mean_std":
-            return group_normalized(rewards, group_ids, eps=self.std_eps)
+            return group_normalized(rewards, group_ids, std_eps=self.std_eps)
         if self.estimator == "none":
             return rewards.to(torch.promote_types(rewards.dtype, torch.float32))
         return {"batch_mean": batch_centered, "group_mean": group_centered, "rloo": leave_one_out}[self.estimator](

@@ -57,7 +57,7 @@ def batch_advantages(loss_fn: LossSpec, rewards: Tensor, group_ids: Tensor | Non
     each batch's own advantages (``tests/variance`` checks this against the per-batch loss for every
     registered loss).
     """
-    estimator = loss_fn.estimator(options)
+    estimator = loss_fn.advantage_estimator(options)
     try:
         return torch.vmap(estimator, in_dims=(0, None))(rewards, group_ids)
     except RuntimeError:
