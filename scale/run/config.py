@@ -284,10 +284,16 @@ class LogConfig:
     null: only the metrics files."""
     progress: bool = True
     """Show a tqdm progress bar."""
+    curves: bool = True
+    """Draw ``curves.png`` (at the end of the run, and at evaluations at most every ``curves_every_s``)."""
+    curves_every_s: float = 60.0
+    """Redraw ``curves.png`` at an evaluation only when this many seconds have passed since the run started or
+    since the last drawing (a drawing takes about a second on a CPU, on the learner's thread; 0: at every one)."""
 
 
     def __post_init__(self) -> None:
         check_int("checkpoint_every", self.checkpoint_every, low=0)
+        check_real("curves_every_s", self.curves_every_s, low=0.0)
         if self.logger is not None:
             check_choice("logger", self.logger, LOGGERS)
 
