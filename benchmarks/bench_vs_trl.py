@@ -1,4 +1,4 @@
-"""Side by side with TRL's ``GRPOTrainer``: one model, task, held-out set and budget; flashsim's CLI against TRL.
+"""Side by side with TRL's ``GRPOTrainer``: one model, task, evaluation set and budget; flashsim's CLI against TRL.
 
     python benchmarks/bench_vs_trl.py                      # 3 seeds × 2 learning rates × 4 arms, table into
                                                            # docs/performance.md (about 20 minutes on 2 cores)
@@ -9,13 +9,14 @@ downloaded: the script builds, under ``--out``:
 
 1. ``model/``: a Hugging Face Llama directory (hidden 64, 2 layers, 4 heads, MLP 256) with a byte-level BPE
    tokenizer trained here on the task's text (digits split one per token) and a chat template, given
-   :data:`WARMUP_STEPS` supervised steps on the training answers (:func:`scale.run.warmup.warmup`) so that RL
-   starts from a policy that is right now and then;
+   :data:`WARMUP_STEPS` supervised steps on the answers (:func:`scale.run.warmup.warmup`) so that RL starts
+   from a policy that is right now and then;
 2. ``train.jsonl`` / ``test.jsonl``: ``{"messages": [{"role": "user", "content": "What is a plus b? The answer
-   is"}], "answer": "a+b"}`` for every 0 ≤ a, b ≤ 30, :data:`HELD_OUT` of them held out;
+   is"}], "answer": "a+b"}`` for every 0 ≤ a, b ≤ 30, and :data:`EVAL_PROMPTS` of them drawn as the evaluation
+   set (not unseen sums: :func:`_problems` says why);
 
 then runs each arm as its own process, alternately (the order rotates with the repetition), for every seed and
-learning rate: 40 updates of 64 rollouts, ≤ 16 new tokens, temperature 1, held-out evaluation (one sample at
+learning rate: 40 updates of 64 rollouts, ≤ 16 new tokens, temperature 1, evaluation (one sample at
 temperature 1 and one greedy per prompt) before RL and every 10 updates:
 
 - ``flashsim FlashREINFORCE`` and ``flashsim GRPO`` (G = 4): ``python -m scale train --model model/ --data.train
@@ -23,12 +24,12 @@ temperature 1 and one greedy per prompt) before RL and every 10 updates:
   reward :func:`last_integer_reward` by import path;
 - ``TRL GRPO`` (G = 4, its default ``loss_type``) at one torch thread and at torch's default thread count: a
   subclass of ``GRPOTrainer`` that only times generation (``_generate_and_score_completions``) and the training
-  step, and a callback that runs the same held-out evaluation.
+  step, and a callback that runs the same evaluation.
 
 Measured per run: seconds per update split into generation, learner, evaluation and plotting; RL-only seconds
 per update (the training loop's wall-clock without evaluation and plotting), rollouts/s and generated tokens/s
 from it; peak RSS (``os.wait4``); the whole process's wall-clock; the rollouts and the whole-process seconds to
-the first evaluation with greedy held-out accuracy ≥ ``--threshold`` (seconds: the whole process less the
+the first evaluation with greedy accuracy on the evaluation set ≥ ``--threshold`` (seconds: the whole process less the
 training after that evaluation, as if the run had stopped there). The table gives each flashsim arm's ratio to
 TRL's best thread setting (per seed and learning rate, then the median and the range).
 
@@ -50,12 +51,12 @@ from pathlib import Path
 from typing import Any
 
 MAX_OPERAND = 30
-HELD_OUT = 200
+EVAL_PROMPTS = 200
 PROMPT = "What is {a} plus {b}? The answer is"
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 SPECIAL = ["<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>"]
-WARMUP_STEPS, WARMUP_BATCH, WARMUP_LR = 150, 64, 3e-3
+WARMUP_STEPS, WARMUP_BATCH, WARMUP_LR = 250, 64, 3e-3
 """Supervised warm-up of the shared model (before any arm: part of the model, not of the runs)."""
 GROUP_SIZE = 4
 ARMS = ("flash_reinforce", "grpo", "trl_1thread", "trl")
@@ -66,7 +67,7 @@ DIFFERENCES = (
     "TRL's default `loss_type` aggregates over all tokens of the batch (`dapo`) and its advantages are scaled by "
     "the group's standard deviation as flashsim's are. FlashREINFORCE (G = 1) is flashsim's own algorithm and "
     "has no TRL counterpart; it is compared with TRL GRPO at the same rollouts.",
-    "Evaluation: flashsim's evaluation engine samples the held-out prompts in one batch with its own sampler; "
+    "Evaluation: flashsim's evaluation engine samples the evaluation prompts in one batch with its own sampler; "
     "the TRL arm's callback uses `model.generate` (left padding). Both do one sample at temperature 1 and one "
     "greedy completion per prompt, before RL and every 10 updates.",
     "Checkpoints: flashsim writes one after update 0 and one at the end (`--log.checkpoint-every 0`); TRL "
@@ -85,12 +86,17 @@ def last_integer_reward(prompt: Any, response: str, answer: str) -> float:
 
 
 def _problems() -> tuple[list[dict], list[dict]]:
+    """Every problem (the training prompts) and the evaluation set: :data:`EVAL_PROMPTS` of them, drawn apart.
+
+    The evaluation set is not unseen sums: a model of this size does not learn addition from these prompts
+    (trained on 761 of the 961 problems for 600 steps, it answered ≤ 7 % of the other 200), it memorizes
+    them, so the evaluation measures the policy on the task's own prompts, as the training reward does,
+    without its sampling noise."""
     import random
 
     records = [{"messages": [{"role": "user", "content": PROMPT.format(a=a, b=b)}], "answer": str(a + b)}
                for a in range(MAX_OPERAND + 1) for b in range(MAX_OPERAND + 1)]
-    random.Random(0).shuffle(records)
-    return records[HELD_OUT:], records[:HELD_OUT]
+    return records, random.Random(0).sample(records, EVAL_PROMPTS)
 
 
 def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
@@ -108,6 +114,7 @@ def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
     model_dir = out / "model"
     if (model_dir / "config.json").exists():
         return out
+    torch.set_num_threads(1)  # a tiny model: more threads only contend (the arms run in their own processes)
     out.mkdir(parents=True, exist_ok=True)
     train, test = _problems()
     for name, records in (("train", train), ("test", test)):
@@ -149,7 +156,7 @@ def flashsim_command(arm: str, run: dict, out: Path, assets: Path) -> list[str]:
             "--rollout.group-size", str(group), "--train.updates", str(run["updates"]),
             "--train.batch-size", str(run["batch"]), "--train.learning-rate", str(run["lr"]),
             "--rollout.max-new-tokens", str(run["max_new_tokens"]), "--rollout.temperature", "1.0",
-            "--eval.every", str(run["eval_every"]), "--eval.num-prompts", str(HELD_OUT),
+            "--eval.every", str(run["eval_every"]), "--eval.num-prompts", str(EVAL_PROMPTS),
             "--seed", str(run["seed"]), "--out", str(out), "--no-log.progress",
             "--log.checkpoint-every", "0", *run.get("flashsim_flags", [])]
 
@@ -266,7 +273,7 @@ def trl_child(assets: Path, out: Path, threads: str, run: dict) -> None:
             result[key] = sum(last_integer_reward(None, t, r["answer"]) for t, r in zip(texts, test)) / len(test)
         return result
 
-    state = {"started": 0.0, "last": {"generate": 0.0, "step": 0.0}, "length": math.nan}
+    state = {"started": 0.0, "last": {"generate": 0.0, "step": 0.0}}
 
     class Measure(TrainerCallback):
         def on_train_begin(self, args: Any, trainer_state: Any, control: Any, **kwargs: Any) -> None:
@@ -275,8 +282,9 @@ def trl_child(assets: Path, out: Path, threads: str, run: dict) -> None:
             state["started"] = time.perf_counter()
 
         def on_log(self, args: Any, trainer_state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
-            if logs and "completions/mean_length" in logs:
-                state["length"] = logs["completions/mean_length"]
+            # Logged after on_step_end: the length belongs to the row of this step.
+            if logs and "completions/mean_length" in logs and rows and rows[-1]["update"] == trainer_state.global_step:
+                rows[-1]["rollout/length"] = float(logs["completions/mean_length"])
 
         def on_step_end(self, args: Any, trainer_state: Any, control: Any, **kwargs: Any) -> None:
             k, last = trainer_state.global_step, state["last"]
@@ -284,7 +292,7 @@ def trl_child(assets: Path, out: Path, threads: str, run: dict) -> None:
             state["last"] = dict(timing)
             row = {"update": k, "time/generate_s": generate, "time/learn_s": step - generate,
                    "time/elapsed_s": time.perf_counter() - state["started"], "rollout/trajectories": run["batch"],
-                   "rollout/length": state["length"]}
+                   "rollout/length": math.nan}
             if k % run["eval_every"] == 0 or k == run["updates"]:
                 start = time.perf_counter()
                 row.update(evaluate())
@@ -319,7 +327,7 @@ def _median(results: list[dict], arm: str, key: str, fmt: str) -> str:
     values = [r[key] for r in results if r["arm"] == arm and math.isfinite(r[key])]
     missing = sum(1 for r in results if r["arm"] == arm) - len(values)
     if not values:
-        return "not reached"
+        return "not reached" if key.endswith("threshold") else "–"
     text = format(statistics.median(values), fmt)
     return text + (f" ({missing} not reached)" if missing else "")
 
@@ -383,34 +391,41 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/bench_vs_trl"))
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--learning-rates", type=float, nargs="+", default=[3e-4, 1e-3])
+    parser.add_argument("--learning-rates", type=float, nargs="+", default=[1e-4, 3e-4])
     parser.add_argument("--updates", type=int, default=40)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--eval-every", type=int, default=10)
-    parser.add_argument("--threshold", type=float, default=0.5, help="greedy held-out accuracy")
+    parser.add_argument("--threshold", type=float, default=0.5, help="greedy accuracy on the evaluation set")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     parser.add_argument("--flashsim-flags", nargs=argparse.REMAINDER, default=[],
                         help="extra flags for every flashsim arm (last on the line)")
     parser.add_argument("--quick", action="store_true", help="2 updates, 1 seed, 1 learning rate (CI)")
     parser.add_argument("--report", type=Path, default=Path(__file__).parents[1] / "docs" / "performance.md")
     parser.add_argument("--no-report", action="store_true")
+    parser.add_argument("--table-only", action="store_true", help="write the table from OUT/results.json")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.learning_rates, args.updates, args.eval_every = 1, args.learning_rates[:1], 2, 2
-    assets = build_assets(args.out / "assets", warmup_steps=5 if args.quick else WARMUP_STEPS)
-    results = []
-    plan = [(seed, lr) for seed in range(args.seeds) for lr in args.learning_rates]
-    for repetition, (seed, lr) in enumerate(plan):
-        arms = args.arms[repetition % len(args.arms):] + args.arms[: repetition % len(args.arms)]
-        for arm in arms:
-            run = {"seed": seed, "lr": lr, "updates": args.updates, "batch": args.batch, "max_new_tokens": 16,
-                   "eval_every": args.eval_every, "threshold": args.threshold, "flashsim_flags": args.flashsim_flags}
-            result = run_arm(arm, run, args.out / f"{arm}-seed{seed}-lr{lr:g}", assets)
-            results.append(result)
-            print(json.dumps(result), flush=True)
-    (args.out / "results.json").write_text(json.dumps(results, indent=1))
+    results_file = args.out / "results.json"
     settings = {k: getattr(args, k) for k in ("seeds", "learning_rates", "updates", "batch", "eval_every",
                                               "threshold", "flashsim_flags")}
+    if args.table_only:
+        saved = json.loads(results_file.read_text())
+        settings, results = saved["settings"], saved["runs"]
+    else:
+        assets = build_assets(args.out / "assets", warmup_steps=5 if args.quick else WARMUP_STEPS)
+        results = []
+        plan = [(seed, lr) for seed in range(args.seeds) for lr in args.learning_rates]
+        for repetition, (seed, lr) in enumerate(plan):
+            arms = args.arms[repetition % len(args.arms):] + args.arms[: repetition % len(args.arms)]
+            for arm in arms:
+                run = {"seed": seed, "lr": lr, "updates": args.updates, "batch": args.batch, "max_new_tokens": 16,
+                       "eval_every": args.eval_every, "threshold": args.threshold,
+                       "flashsim_flags": args.flashsim_flags}
+                results.append(run_arm(arm, run, args.out / f"{arm}-seed{seed}-lr{lr:g}", assets))
+                print(json.dumps(results[-1]), flush=True)
+                # A stopped benchmark keeps what it ran (--table-only tabulates it).
+                results_file.write_text(json.dumps({"settings": settings, "runs": results}, indent=1))
     body = table(results, settings)
     print(body)
     if not args.no_report:

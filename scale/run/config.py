@@ -25,7 +25,7 @@ from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
-MODES = ("async", "sync")
+MODES = ("auto", "async", "sync")
 PLACEMENTS = ("threads", "ray")
 ENGINES = ("transformers", "vllm")
 
@@ -215,8 +215,10 @@ class LearnerConfig:
 
 @dataclass(frozen=True)
 class LoopConfig:
-    mode: str = "async"
-    """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn."""
+    mode: str = "auto"
+    """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn; ``auto``: async
+    when the engines can run beside the learner (``model.device: cuda``, or ``placement: ray``), else sync (on a
+    CPU the threads' tiny kernels hold the GIL, so the two take turns and async is slower; docs/scale.md)."""
     placement: str = "threads"
     """Async rollout workers as ``threads`` of this process, or as ``ray`` actors (one process per engine)."""
     num_workers: int = 1
@@ -241,7 +243,7 @@ class LoopConfig:
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
         check_choice("placement", self.placement, PLACEMENTS)
-        if self.placement == "ray" and self.mode != "async":
+        if self.placement == "ray" and self.mode == "sync":
             raise ValueError(f"placement 'ray' needs mode 'async' (sync rollouts run in this process), "
                              f"got mode {self.mode!r}")
         if self.ray_address is not None and not check_str("ray_address", self.ray_address):
@@ -335,6 +337,13 @@ class Config:
                              f"model.device: cuda, got model.device: {self.model.device}")
         if LOSSES[self.train.loss].needs_groups and G < 2:
             raise ValueError(f"rollout.group_size must be >= 2 for {self.train.loss} (group advantages); got {G}")
+
+    @property
+    def loop_mode(self) -> str:
+        """``loop.mode`` with ``auto`` resolved: ``async`` on a GPU or with Ray actors, ``sync`` otherwise."""
+        if self.loop.mode != "auto":
+            return self.loop.mode
+        return "async" if self.model.device.startswith("cuda") or self.loop.placement == "ray" else "sync"
 
     @property
     def group_size(self) -> int:

@@ -209,7 +209,7 @@ class Trainer:
                 c, start = self.config, time.perf_counter()
                 plot_curves({c.train.loss: self.rows}, self.run_dir.out / CURVES, panels=PANELS,
                             smooth=CURVE_SMOOTHING,
-                            title=f"{c.model.name} · {c.train.loss} · {c.loop.mode} loop · seed {c.seed}")
+                            title=f"{c.model.name} · {c.train.loss} · {c.loop_mode} loop · seed {c.seed}")
                 self._last_plot = time.perf_counter()
                 row["time/plot_s"] = self._last_plot - start
         self.run_dir.write(row)
