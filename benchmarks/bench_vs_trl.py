@@ -56,7 +56,7 @@ PROMPT = "What is {a} plus {b}? The answer is"
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 SPECIAL = ["<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>"]
-WARMUP_STEPS, WARMUP_BATCH, WARMUP_LR = 250, 64, 3e-3
+WARMUP_STEPS, WARMUP_BATCH, WARMUP_LR = 350, 64, 3e-3
 """Supervised warm-up of the shared model (before any arm: part of the model, not of the runs)."""
 GROUP_SIZE = 4
 ARMS = ("flash_reinforce", "grpo", "trl_1thread", "trl")
