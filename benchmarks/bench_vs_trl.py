@@ -70,6 +70,8 @@ DIFFERENCES = (
     "Evaluation: flashsim's evaluation engine samples the evaluation prompts in one batch with its own sampler; "
     "the TRL arm's callback uses `model.generate` (left padding). Both do one sample at temperature 1 and one "
     "greedy completion per prompt, before RL and every 10 updates.",
+    "Activation checkpointing: off on both sides (TRL 1.16 turns `gradient_checkpointing` on by default, which "
+    "recomputes the forward pass in the backward; flashsim's `learner.activation_checkpointing` is off by default).",
     "Checkpoints: flashsim writes one after update 0 and one at the end (`--log.checkpoint-every 0`); TRL "
     "saves none (`save_strategy='no'`).",
     "Optimizer: both AdamW (β = 0.9, 0.999, ε = 1e-8, no weight decay, gradient norm clipped at 1, constant "
@@ -156,7 +158,7 @@ def flashsim_command(arm: str, run: dict, out: Path, assets: Path) -> list[str]:
             "--rollout.group-size", str(group), "--train.updates", str(run["updates"]),
             "--train.batch-size", str(run["batch"]), "--train.learning-rate", str(run["lr"]),
             "--rollout.max-new-tokens", str(run["max_new_tokens"]), "--rollout.temperature", "1.0",
-            "--eval.every", str(run["eval_every"]), "--eval.num-prompts", str(EVAL_PROMPTS),
+            "--eval.every", str(run["eval_every"]), "--eval.num-prompts", str(run.get("eval_prompts", EVAL_PROMPTS)),
             "--seed", str(run["seed"]), "--out", str(out), "--no-log.progress",
             "--log.checkpoint-every", "0", *run.get("flashsim_flags", [])]
 
@@ -210,6 +212,7 @@ def summarize(rows: list[dict], wall: float, run: dict) -> dict[str, Any]:
     final = rows[-1]
     return {"updates": n, "generate_s": total("time/generate_s", rl) / n, "learn_s": total("time/learn_s", rl) / n,
             "eval_s": total("time/eval_s") / n, "plot_s": total("time/plot_s") / n, "rl_s_per_update": rl_wall / n,
+            "outside_rl_s": wall - end(rl[-1]),
             "rollouts_per_s": sum(r["rollout/trajectories"] for r in rl) / rl_wall, "tokens_per_s": tokens / rl_wall,
             "final_accuracy_greedy": final.get("eval/accuracy_greedy", math.nan), **to_threshold}
 
@@ -235,7 +238,7 @@ def trl_child(assets: Path, out: Path, threads: str, run: dict) -> None:
         return [json.loads(line) for line in (assets / f"{name}.jsonl").read_text().splitlines()]
 
     train = Dataset.from_list([{"prompt": r["messages"], "answer": r["answer"]} for r in load("train")])
-    test = load("test")
+    test = load("test")[: run.get("eval_prompts", EVAL_PROMPTS)]
 
     def reward(prompts: list, completions: list, answer: list, **_: Any) -> list[float]:
         return [last_integer_reward(p, c[0]["content"], a) for p, c, a in zip(prompts, completions, answer)]
@@ -262,7 +265,8 @@ def trl_child(assets: Path, out: Path, threads: str, run: dict) -> None:
         prompts = [tokenizer.apply_chat_template(r["messages"], tokenize=False, add_generation_prompt=True)
                    for r in test]
         batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        result = {}
+        result, training = {}, model.training
+        model.eval()  # as TRL generates: no gradient checkpointing, the KV cache on
         for key, sample in (("eval/accuracy", True), ("eval/accuracy_greedy", False)):
             torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=generator)))
             with torch.no_grad():
@@ -271,6 +275,7 @@ def trl_child(assets: Path, out: Path, threads: str, run: dict) -> None:
                                      pad_token_id=tokenizer.pad_token_id)
             texts = tokenizer.batch_decode(ids[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
             result[key] = sum(last_integer_reward(None, t, r["answer"]) for t, r in zip(texts, test)) / len(test)
+        model.train(training)
         return result
 
     state = {"started": 0.0, "last": {"generate": 0.0, "step": 0.0}}
@@ -304,7 +309,8 @@ def trl_child(assets: Path, out: Path, threads: str, run: dict) -> None:
                         max_completion_length=run["max_new_tokens"], temperature=1.0, learning_rate=run["lr"],
                         lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0,
                         max_steps=run["updates"], logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
-                        seed=run["seed"], disable_tqdm=True, dataloader_num_workers=0, beta=0.0)
+                        seed=run["seed"], disable_tqdm=True, dataloader_num_workers=0, beta=0.0,
+                        gradient_checkpointing=False)
     trainer = TimedGRPOTrainer(model=model, reward_funcs=[reward], args=config, train_dataset=train,
                                processing_class=tokenizer, callbacks=[Measure()])
     trainer.train()
@@ -339,7 +345,8 @@ def table(results: list[dict], settings: dict) -> str:
                ("eval_s", "evaluation s/update", ".3f"), ("plot_s", "plotting s/update", ".3f"),
                ("rl_s_per_update", "RL-only s/update", ".3f"), ("rollouts_per_s", "rollouts/s", ".0f"),
                ("tokens_per_s", "tokens/s", ".0f"), ("peak_rss_mb", "peak RSS MB", ".0f"),
-               ("wall_s", "whole process s", ".1f"), ("rollouts_to_threshold", "rollouts to threshold", ".0f"),
+               ("outside_rl_s", "outside the RL loop s", ".1f"), ("wall_s", "whole process s", ".1f"),
+               ("rollouts_to_threshold", "rollouts to threshold", ".0f"),
                ("seconds_to_threshold", "s to threshold", ".1f"), ("final_accuracy_greedy", "final greedy acc", ".3f")]
     lines = ["| arm | " + " | ".join(c[1] for c in columns) + " |", "|---|" + "---:|" * len(columns)]
     for arm in arms:
@@ -399,19 +406,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     parser.add_argument("--flashsim-flags", nargs=argparse.REMAINDER, default=[],
                         help="extra flags for every flashsim arm (last on the line)")
-    parser.add_argument("--quick", action="store_true", help="2 updates, 1 seed, 1 learning rate (CI)")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 updates of 16 rollouts, 16 evaluation prompts, 1 seed, 1 learning rate (CI)")
     parser.add_argument("--report", type=Path, default=Path(__file__).parents[1] / "docs" / "performance.md")
     parser.add_argument("--no-report", action="store_true")
     parser.add_argument("--table-only", action="store_true", help="write the table from OUT/results.json")
     args = parser.parse_args(argv)
-    if args.quick:
+    args.eval_prompts = EVAL_PROMPTS
+    if args.quick:  # a check that every arm runs, not a measurement
         args.seeds, args.learning_rates, args.updates, args.eval_every = 1, args.learning_rates[:1], 2, 2
+        args.batch, args.eval_prompts = 16, 16
     results_file = args.out / "results.json"
     settings = {k: getattr(args, k) for k in ("seeds", "learning_rates", "updates", "batch", "eval_every",
                                               "threshold", "flashsim_flags")}
-    if args.table_only:
+    if args.table_only:  # from the saved runs; the threshold may be another than the one they ran with
         saved = json.loads(results_file.read_text())
-        settings, results = saved["settings"], saved["runs"]
+        settings, results = {**saved["settings"], "threshold": args.threshold}, saved["runs"]
+        for result in results:
+            folder = args.out / f"{result['arm']}-seed{result['seed']}-lr{result['lr']:g}"
+            rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+            result.update(summarize(rows, result["wall_s"], {**settings, "threshold": args.threshold}))
     else:
         assets = build_assets(args.out / "assets", warmup_steps=5 if args.quick else WARMUP_STEPS)
         results = []
@@ -420,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             arms = args.arms[repetition % len(args.arms):] + args.arms[: repetition % len(args.arms)]
             for arm in arms:
                 run = {"seed": seed, "lr": lr, "updates": args.updates, "batch": args.batch, "max_new_tokens": 16,
-                       "eval_every": args.eval_every, "threshold": args.threshold,
+                       "eval_every": args.eval_every, "eval_prompts": args.eval_prompts, "threshold": args.threshold,
                        "flashsim_flags": args.flashsim_flags}
                 results.append(run_arm(arm, run, args.out / f"{arm}-seed{seed}-lr{lr:g}", assets))
                 print(json.dumps(results[-1]), flush=True)
