@@ -363,7 +363,8 @@ def table(results: list[dict], settings: dict) -> str:
         for arm in [a for a in arms if not a.startswith("trl")]:
             ratio_lines.append(f"| {LABELS[arm]} | " + " | ".join(_ratio_cells(results, arm, k, reference)
                                                                   for k, _, _ in ratio_columns) + " |")
-        text += ["", f"Ratio flashsim / {LABELS[best]} (TRL's best setting here, by seconds to the threshold), "
+        text += ["", f"Ratio flashsim / {LABELS[best]} (TRL's best setting here: the lower median seconds to the "
+                 "threshold, or of the whole process when it was not reached), "
                  "paired by seed and learning rate: median (range).", "", *ratio_lines]
     text += ["", f"Settings: {json.dumps(settings)}.", "", "Differences between the arms that remain:", ""]
     text += [f"- {d}" for d in DIFFERENCES]
