@@ -28,7 +28,7 @@ rows = [json.loads(line) for line in open(f"{sys.argv[1]}/metrics.jsonl") if lin
 steps = [r for r in rows if "lag/mean" in r]
 tokens = sum(r["rollout/length"] * r["rollout/trajectories"] for r in steps)
 elapsed = steps[-1]["time/elapsed_s"]
-learner = sum(r["time/learner_s"] for r in steps)
+learner = sum(r["time/learn_s"] for r in steps)
 print(f"updates: {len(steps)}  rollout tokens: {tokens:.0f}  wall: {elapsed:.1f} s")
 print(f"rollout tokens/s (over the RL wall time): {tokens / elapsed:,.0f}")
 print(f"training tokens/s (learner steps only): {tokens / learner:,.0f}")

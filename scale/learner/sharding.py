@@ -19,7 +19,7 @@ all-gathered and computed in bfloat16, gradients reduced in float32 into the flo
 The engines get the full weights from :func:`full_state_dict` (a collective: every rank calls it,
 rank 0 receives them on CPU). Checkpoints of the model and optimizer are ``torch.distributed.checkpoint``
 directories, resharded on load when the number of ranks changed. Their tensors are read with
-``torch.load(weights_only=True)``; DCP pickles its ``.metadata`` file, which :class:`SafeReader` unpickles
+``torch.load(weights_only=True)``; DCP pickles its ``.metadata`` file, which :func:`safe_reader` unpickles
 with an allow-list of DCP's own metadata classes (torch 2.13), so nothing loaded runs code.
 
 Left out on purpose: tensor and pipeline parallelism (a 30B dense model trains on 4-8 80 GB GPUs with
@@ -34,14 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed.checkpoint as dcp
-import torch.distributed.checkpoint.metadata as dcp_metadata
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
-    get_state_dict,
-    set_state_dict,
-)
+
+# torch.distributed.checkpoint is imported where it is used: it takes about a second to import, which every
+# run would pay at start-up, and only FSDP runs need it.
 
 PARALLEL = ("ddp", "fsdp")
 """Data-parallel layouts of the learner: full replicas (DDP) or sharded parameters (FSDP2)."""
@@ -84,6 +79,8 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
     A collective under FSDP: every rank must call it.
     """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
@@ -95,7 +92,7 @@ class _MetadataUnpickler(pickle.Unpickler):
                ("collections", "OrderedDict")}
 
     def find_class(self, module: str, name: str) -> Any:
-        if module == dcp_metadata.__name__ or (module, name) in self.ALLOWED:
+        if module == "torch.distributed.checkpoint.metadata" or (module, name) in self.ALLOWED:
             return super().find_class(module, name)
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
@@ -103,22 +100,32 @@ class _MetadataUnpickler(pickle.Unpickler):
                                      "refusing to load it")
 
 
-class SafeReader(dcp.FileSystemReader):
-    """``FileSystemReader`` whose ``.metadata`` is unpickled through an allow-list (see the module docstring)."""
+def safe_reader(path: str) -> Any:
+    """A ``FileSystemReader`` of ``path`` whose ``.metadata`` is unpickled through an allow-list (see the module
+    docstring)."""
+    import torch.distributed.checkpoint as dcp
+    import torch.distributed.checkpoint.metadata as dcp_metadata
 
-    def read_metadata(self, *args: Any, **kwargs: Any) -> dcp_metadata.Metadata:
-        with open(Path(self.path) / ".metadata", "rb") as handle:
-            metadata = _MetadataUnpickler(handle).load()
-        if not isinstance(metadata, dcp_metadata.Metadata):
-            raise pickle.UnpicklingError(f"{self.path}/.metadata holds a {type(metadata).__name__}, not DCP metadata")
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = dcp_metadata.StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
-        return metadata
+    class SafeReader(dcp.FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any) -> dcp_metadata.Metadata:
+            with open(Path(self.path) / ".metadata", "rb") as handle:
+                metadata = _MetadataUnpickler(handle).load()
+            if not isinstance(metadata, dcp_metadata.Metadata):
+                raise pickle.UnpicklingError(f"{self.path}/.metadata holds a {type(metadata).__name__}, "
+                                             "not DCP metadata")
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = dcp_metadata.StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return SafeReader(path)
 
 
 def save_sharded(path: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Write the model and optimizer state as a ``torch.distributed.checkpoint`` directory (every rank its shard)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
     model_state, optimizer_state = get_state_dict(model, optimizer)
     dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=path)
 
@@ -126,7 +133,10 @@ def save_sharded(path: str, model: torch.nn.Module, optimizer: torch.optim.Optim
 def load_sharded(path: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Restore :func:`save_sharded`'s directory into ``model`` and ``optimizer``, whatever the number of ranks
     that wrote it (DCP reshards)."""
-    reader = SafeReader(path)
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    reader = safe_reader(path)
     reader.read_metadata()  # refuse bad metadata here, with its own error (DCP would wrap it in an assertion)
     model_state, optimizer_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}

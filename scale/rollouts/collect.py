@@ -9,8 +9,10 @@ each trajectory. A trajectory whose reward function fails is dropped and counted
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from statistics import NormalDist
 from typing import Any
 
 from scale.rollouts.prompts import PromptExample
@@ -84,7 +86,8 @@ def evaluate(
     engine: RolloutEngine, tokenizer: Tokenizer, examples: Sequence[PromptExample], settings: RolloutSettings,
     *, batch_size: int = 256,
 ) -> dict[str, float]:
-    """Mean reward (accuracy for 0/1 rewards), mean length and tool calls over ``examples``, one sample each."""
+    """Mean reward (accuracy for 0/1 rewards) with its 95 % interval (``accuracy_low``, ``accuracy_high``:
+    :func:`accuracy_interval`), mean length and tool calls over ``examples``, one sample each."""
     single = replace(settings, group_size=1)
     counter = itertools.count()
     rewards, lengths, calls, truncated = [], [], [], []
@@ -96,5 +99,33 @@ def evaluate(
             calls.append(rollout.trajectory.num_tool_calls)
             truncated.append(rollout.trajectory.finish_reason == "length")
     n = max(len(rewards), 1)
-    return {"accuracy": sum(rewards) / n, "length": sum(lengths) / n, "tool_calls": sum(calls) / n,
-            "truncation": sum(truncated) / n, "count": float(len(rewards))}
+    low, high = accuracy_interval(sum(rewards), len(rewards))
+    return {"accuracy": sum(rewards) / n, "accuracy_low": low, "accuracy_high": high, "length": sum(lengths) / n,
+            "tool_calls": sum(calls) / n, "truncation": sum(truncated) / n, "count": float(len(rewards))}
+
+
+ACCURACY_CONFIDENCE = 0.95
+"""Coverage of :func:`accuracy_interval` (the ``eval/accuracy_low`` / ``eval/accuracy_high`` columns)."""
+
+
+def accuracy_interval(total_reward: float, n: int, confidence: float = ACCURACY_CONFIDENCE) -> tuple[float, float]:
+    """Wilson score interval of a success rate from ``n`` draws whose rewards sum to ``total_reward``.
+
+    With p̂ = total / n and z the normal quantile at (1 + confidence) / 2::
+
+        centre = (p̂ + z²/2n) / (1 + z²/n),   half = z / (1 + z²/n) · √(p̂(1 − p̂)/n + z²/4n²)
+
+    (Wilson 1927; unlike p̂ ± z·√(p̂(1−p̂)/n) it stays inside [0, 1] and does not collapse at p̂ = 0 or 1).
+    Exact coverage for 0/1 rewards; for rewards in [0, 1] it is conservative (their variance is at most
+    p(1 − p)). NaN bounds for n = 0 or a mean outside [0, 1].
+
+    >>> [round(x, 4) for x in accuracy_interval(50, 100)]
+    [0.4038, 0.5962]
+    """
+    if n <= 0 or not 0.0 <= total_reward <= n:
+        return math.nan, math.nan
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p, z2 = total_reward / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(centre - half, 0.0), min(centre + half, 1.0)

@@ -1,6 +1,9 @@
 """Where the learner's batches come from: a synchronous collector, or asynchronous rollout workers.
 
-Both offer ``next_batch(num_trajectories) -> (rollouts, info)`` and ``publish(model, version)``.
+Both offer ``next_batch(num_trajectories) -> (rollouts, info)`` and ``publish(model, version)``. ``info``
+holds ``time/generate_s`` (seconds the engines spent generating and scoring since the previous batch) and
+``time/wait_s`` (seconds the learner was blocked waiting for this batch: in the synchronous loop the
+generation itself). Ray actors (:mod:`scale.rollouts.ray_sources`) report ``time/wait_s`` only.
 
 **Synchronous** (:class:`SyncRollouts`): generate the batch with the current weights, then update —
 every trajectory is on-policy (lag 0) and the learner and engine take turns.
@@ -62,9 +65,12 @@ class SyncRollouts:
         self.tokenizer, self.stream, self.settings, self.group_counter = tokenizer, stream, settings, group_counter
 
     def next_batch(self, num_trajectories: int) -> tuple[list[Rollout], dict[str, float]]:
+        start = time.perf_counter()
         examples = self.stream.take(num_trajectories // self.settings.group_size)
         groups, dropped = collect(self.engines[0], self.tokenizer, examples, self.settings, self.group_counter)
-        return [r for g in groups for r in g], {"rollout/dropped": float(dropped), "time/wait_s": 0.0}
+        seconds = time.perf_counter() - start
+        return [r for g in groups for r in g], {"rollout/dropped": float(dropped), "time/generate_s": seconds,
+                                                "time/wait_s": seconds}
 
     def publish(self, model: Any, version: int) -> None:
         self.engines[0].update_weights(model, version)
@@ -85,10 +91,12 @@ class _Worker(threading.Thread):
         owner = self.owner
         try:
             while not owner.stopping.is_set():
+                start = time.perf_counter()
                 examples = owner.stream.take(owner.prompts_per_call)
                 groups, dropped = collect(self.engine, owner.tokenizer, examples, owner.settings, owner.group_counter)
                 with owner.lock:
                     owner.dropped += dropped
+                    owner.generate_seconds += time.perf_counter() - start
                 for group in groups:
                     while not owner.stopping.is_set():
                         try:
@@ -120,6 +128,8 @@ class AsyncRollouts:
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.dropped = 0
+        self.generate_seconds = 0.0
+        """Seconds the workers spent in engine calls since the last batch (summed over workers)."""
         self.last_version_delivered: int | None = None
         self.workers = [_Worker(self, engine, i) for i, engine in enumerate(self.engines)]
         for worker in self.workers:
@@ -152,7 +162,9 @@ class AsyncRollouts:
             self.last_version_delivered = max(versions, default=self.last_version_delivered)
         with self.lock:
             dropped, self.dropped = self.dropped, 0
-        return rollouts, {"rollout/dropped": float(dropped), "time/wait_s": time.perf_counter() - start,
+            generate_seconds, self.generate_seconds = self.generate_seconds, 0.0
+        return rollouts, {"rollout/dropped": float(dropped), "time/generate_s": generate_seconds,
+                          "time/wait_s": time.perf_counter() - start,
                           "loop/queue_depth": float(self.queue.qsize())}
 
     def publish(self, model: Any, version: int) -> None:

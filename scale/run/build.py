@@ -78,7 +78,7 @@ def build(config: Config) -> Parts:
     tool = UnreliableCalculator(r.tool_error_rate, seed=config.seed) if r.tool_error_rate > 0 else calculator
     settings = RolloutSettings(config.rollout.sampling_params(), reward, config.group_size, r.tools,
                                r.max_turns, r.on_reward_error, tool)
-    local_engines = 1 if lp.mode == "sync" else 0 if lp.placement == "ray" else lp.num_workers
+    local_engines = 1 if config.loop_mode == "sync" else 0 if lp.placement == "ray" else lp.num_workers
     engines = [build_engine(config, model, tokenizer, seed=config.seed + 1 + i)
                for i in range(local_engines if rank() == 0 else 0)]
     eval_engine = TransformersEngine(model, tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
@@ -180,7 +180,7 @@ def _build_source(config: Config, parts: Parts, weights: Any) -> SyncRollouts | 
     p, lp = parts, config.loop
     for engine in p.engines:
         engine.update_weights(weights, p.learner.version)
-    if lp.mode == "sync":
+    if config.loop_mode == "sync":
         return SyncRollouts(p.engines[0], p.tokenizer, p.stream, p.settings, p.group_counter)
     prompts_per_call, queue_size = lp.trajectories_per_call // config.group_size, lp.queue_size // config.group_size
     if lp.placement == "threads":

@@ -26,7 +26,7 @@ from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
-MODES = ("async", "sync")
+MODES = ("auto", "async", "sync")
 BUILTIN_WARMUP_STEPS = 300
 """Supervised warm-up steps on the bundled arithmetic task when ``warmup.steps`` is null."""
 PLACEMENTS = ("threads", "ray")
@@ -225,8 +225,10 @@ class LearnerConfig:
 
 @dataclass(frozen=True)
 class LoopConfig:
-    mode: str = "async"
-    """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn."""
+    mode: str = "auto"
+    """``async``: rollout workers feed a bounded queue; ``sync``: generate, then update, in turn; ``auto``: async
+    when the engines can run beside the learner (``model.device: cuda``, or ``placement: ray``), else sync (on a
+    CPU the threads' tiny kernels hold the GIL, so the two take turns and async is slower; docs/scale.md)."""
     placement: str = "threads"
     """Async rollout workers as ``threads`` of this process, or as ``ray`` actors (one process per engine)."""
     num_workers: int = 1
@@ -251,7 +253,7 @@ class LoopConfig:
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
         check_choice("placement", self.placement, PLACEMENTS)
-        if self.placement == "ray" and self.mode != "async":
+        if self.placement == "ray" and self.mode == "sync":
             raise ValueError(f"placement 'ray' needs mode 'async' (sync rollouts run in this process), "
                              f"got mode {self.mode!r}")
         if self.ray_address is not None and not check_str("ray_address", self.ray_address):
@@ -294,10 +296,16 @@ class LogConfig:
     null: only the metrics files."""
     progress: bool = True
     """Show a tqdm progress bar."""
+    curves: bool = True
+    """Draw ``curves.png`` (at the end of the run, and at evaluations at most every ``curves_every_s``)."""
+    curves_every_s: float = 60.0
+    """Redraw ``curves.png`` at an evaluation only when this many seconds have passed since the run started or
+    since the last drawing (a drawing takes about a second on a CPU, on the learner's thread; 0: at every one)."""
 
 
     def __post_init__(self) -> None:
         check_int("checkpoint_every", self.checkpoint_every, low=0)
+        check_real("curves_every_s", self.curves_every_s, low=0.0)
         if self.logger is not None:
             check_choice("logger", self.logger, LOGGERS)
 
@@ -351,6 +359,13 @@ class Config:
         if self.warmup.steps is not None:
             return self.warmup.steps
         return BUILTIN_WARMUP_STEPS if self.data.train == "arithmetic" else 0
+
+    @property
+    def loop_mode(self) -> str:
+        """``loop.mode`` with ``auto`` resolved: ``async`` on a GPU or with Ray actors, ``sync`` otherwise."""
+        if self.loop.mode != "auto":
+            return self.loop.mode
+        return "async" if self.model.device.startswith("cuda") or self.loop.placement == "ray" else "sync"
 
     @property
     def group_size(self) -> int:

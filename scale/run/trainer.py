@@ -4,7 +4,8 @@
 them; only this module (and the CLI) writes files or seeds anything. The run directory is flashsim's
 (:class:`flashsim.io.RunDirectory`, the simulator's too): ``config.yaml``, ``metrics.csv`` /
 ``metrics.jsonl`` (columns :data:`COLUMNS`), ``checkpoint/state.pt``, ``summary.json``, ``curves.png``
-(:data:`PANELS`, drawn by the simulator's :func:`flashsim.plotting.plot_curves` at every evaluation) and,
+(:data:`PANELS`, drawn by the simulator's :func:`flashsim.plotting.plot_curves` at the end, and at evaluations
+at most every ``log.curves_every_s``; ``log.curves: false`` turns it off) and,
 with ``log.logger: tensorboard``, TensorBoard event files. With ``learner.parallel: fsdp`` the model and
 optimizer are saved apart, every rank its shard, as the ``torch.distributed.checkpoint`` directory
 ``checkpoint/sharded-<update>`` that ``state.pt`` names (written first, so a kill between the two leaves
@@ -50,14 +51,22 @@ COLUMNS = (
     "rollout/reward", "rollout/length", "rollout/tool_calls", "rollout/truncation", "rollout/trajectories",
     "rollout/dropped",
     "lag/mean", "lag/max", "lag/min", "loop/queue_depth", "loop/failed_calls", "time/wait_s",
-    "loss/policy", "grad/norm", "policy/entropy",
+    "time/generate_s", "loss/policy", "grad/norm", "policy/entropy",
     "trust/acceptance_rate", "trust/sequence_kl_mean", "trust/sequence_kl_max", "trust/token_acceptance_rate",
     "trust/clip_fraction", "trust/tis_capped_fraction", "trust/ratio_mean", "trust/ratio_min", "trust/ratio_max",
-    "time/learner_s", "time/elapsed_s", "optim/lr", "learner/ranks",
-    "eval/accuracy", "eval/length", "eval/tool_calls", "eval/truncation", "eval/accuracy_greedy",
+    "time/learn_s", "time/eval_s", "time/plot_s", "time/elapsed_s", "optim/lr", "learner/ranks",
+    "eval/accuracy", "eval/accuracy_low", "eval/accuracy_high", "eval/length", "eval/tool_calls", "eval/truncation",
+    "eval/accuracy_greedy", "eval/accuracy_greedy_low", "eval/accuracy_greedy_high",
     "time/warmup_s", "warmup/loss",
 )
-"""Every key a metrics row may carry, in CSV column order (a new metric is added here)."""
+"""Every key a metrics row may carry, in CSV column order (a new metric is added here).
+
+Where an update's time goes: ``time/generate_s`` the engines' seconds generating and scoring since the previous
+batch (the worker threads' in the asynchronous loop, where it overlaps the learner; not measured with Ray
+actors), ``time/wait_s`` the learner's seconds blocked waiting for the batch, ``time/learn_s`` the learner step
+and the weights' publication, ``time/eval_s`` the held-out evaluation in this row (if any), ``time/plot_s``
+drawing ``curves.png`` (if drawn), ``time/elapsed_s`` the wall-clock since RL started. ``eval/accuracy_low`` /
+``_high`` bound a 95 % interval (:func:`scale.rollouts.collect.accuracy_interval`)."""
 PANELS = (
     CurvePanel("rollout/reward", "accuracy: train reward (held-out eval dashed)", dashed="eval/accuracy"),
     CurvePanel("lag/mean", "policy lag (mean, updates)"),
@@ -91,6 +100,8 @@ class Trainer:
         """Rank 0's rollout source while the run trains."""
         self._kept_weights: list | None = None
         """The injected lag's kept weights read from a checkpoint (``rollout.injected_lag`` > 0)."""
+        self._last_plot = time.perf_counter()
+        """When ``curves.png`` was last drawn (the run's start before the first drawing)."""
 
     @property
     def data_parallel(self) -> bool:
@@ -154,7 +165,7 @@ class Trainer:
         if p.data_parallel and not p.learner.sharded:  # FSDP ranks warmed up their shards together
             broadcast_parameters(p.model)
         row = {"update": 0, "time/warmup_s": time.perf_counter() - start,
-               "warmup/loss": losses[-1] if losses else float("nan"), **self.evaluate()}
+               "warmup/loss": losses[-1] if losses else float("nan"), **self.timed_evaluate()}
         self.summary.update({"warmup_seconds": row["time/warmup_s"], "after_warmup": _eval_part(row)})
         self.write(row)
         self.save()
@@ -176,11 +187,11 @@ class Trainer:
                 source.publish(weights, p.learner.version)
             k = p.learner.version
             row = {"update": k, **_rollout_metrics(rollouts), **lag, **info, **stats,
-                   "time/learner_s": time.perf_counter() - step_started,
+                   "time/learn_s": time.perf_counter() - step_started,
                    "time/elapsed_s": time.perf_counter() - rl_started, "optim/lr": p.scheduler.get_last_lr()[0],
                    "learner/ranks": float(world_size() if p.data_parallel else 1)}
             if k % c.eval.every == 0 or k == c.train.updates:
-                row.update(self.evaluate())
+                row.update(self.timed_evaluate())
                 if k == c.train.updates:
                     self.summary["final"] = _eval_part(row)
             self.write(row)
@@ -192,15 +203,32 @@ class Trainer:
         bar.close()
 
     def write(self, row: dict[str, Any]) -> None:
-        """Append a metrics row; after an evaluation and the last update redraw ``curves.png`` (rank 0)."""
+        """Append a metrics row (rank 0 first draws ``curves.png`` when :meth:`_plot_due`, timed in the row)."""
+        if self.run_dir.writes:
+            self.rows.append(row)
+            if self._plot_due(row):
+                c, start = self.config, time.perf_counter()
+                plot_curves({c.train.loss: self.rows}, self.run_dir.out / CURVES, panels=PANELS,
+                            smooth=CURVE_SMOOTHING,
+                            title=f"{c.model.name} · {c.train.loss} · {c.loop_mode} loop · seed {c.seed}")
+                self._last_plot = time.perf_counter()
+                row["time/plot_s"] = self._last_plot - start
         self.run_dir.write(row)
-        if not self.run_dir.writes:
-            return
-        self.rows.append(row)
-        c = self.config
-        if "eval/accuracy" in row or row["update"] >= c.train.updates:
-            plot_curves({c.train.loss: self.rows}, self.run_dir.out / CURVES, panels=PANELS, smooth=CURVE_SMOOTHING,
-                        title=f"{c.model.name} · {c.train.loss} · {c.loop.mode} loop · seed {c.seed}")
+
+    def _plot_due(self, row: dict[str, Any]) -> bool:
+        """At the last update; at an evaluation once ``log.curves_every_s`` have passed since the last drawing."""
+        log = self.config.log
+        if not log.curves:
+            return False
+        if row["update"] >= self.config.train.updates:
+            return True
+        return "eval/accuracy" in row and time.perf_counter() - self._last_plot >= log.curves_every_s
+
+    def timed_evaluate(self) -> dict[str, float]:
+        """:meth:`evaluate` with its seconds as ``time/eval_s`` (rank 0)."""
+        start = time.perf_counter()
+        row = self.evaluate()
+        return {**row, "time/eval_s": time.perf_counter() - start} if row else row
 
     def evaluate(self) -> dict[str, float]:
         """Held-out accuracy at the training temperature (and greedy), with fixed random numbers (rank 0)."""
@@ -220,8 +248,9 @@ class Trainer:
             greedy = SamplingParams(max_new_tokens=self.config.rollout.max_new_tokens, greedy=True,
                                     allow_truncated_sampling=True)
             settings = dataclasses.replace(p.settings, sampling=greedy, group_size=1)
-            row["eval/accuracy_greedy"] = evaluate(p.eval_engine, p.tokenizer, examples, settings,
-                                                   batch_size=size)["accuracy"]
+            greedy_row = evaluate(p.eval_engine, p.tokenizer, examples, settings, batch_size=size)
+            for key in ("accuracy", "accuracy_low", "accuracy_high"):
+                row[f"eval/{key.replace('accuracy', 'accuracy_greedy')}"] = greedy_row[key]
         return row
 
     def state(self) -> dict[str, Any]:

@@ -91,7 +91,7 @@ def test_a_bad_configuration_exits_with_a_clear_error(args, message, capsys):
 def test_the_module_entry_point_reports_a_bad_configuration_with_exit_status_2():
     result = _cli("train", "--config", "tiny_cpu", "--set", "loop.mode=sometimes")
     assert result.returncode == 2
-    assert "loop.mode must be one of 'async', 'sync'; got 'sometimes'" in result.stderr
+    assert "loop.mode must be one of 'auto', 'async', 'sync'; got 'sometimes'" in result.stderr
 
 
 @pytest.mark.slow
