@@ -12,9 +12,22 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashsim.losses import AGGREGATIONS, LOSSES
+from flashsim.losses import (
+    AGGREGATIONS,
+    LOSSES,
+    batch_centered,
+    group_centered,
+    group_normalized,
+    leave_one_out,
+    positive_only,
+)
 from flashsim.testing import INVARIANTS, get_convention
+from flashsim.testing.declared import declared
 from flashsim.testing.invariants import Case, Context
+
+ESTIMATOR_NAMES = {batch_centered: "batch_mean", group_normalized: "group_mean_std", group_centered: "group_mean",
+                   leave_one_out: "rloo", positive_only: "none"}
+"""Each registry estimator by its name in ``flashsim.testing.declared`` (a row declares what it computes)."""
 
 WITH_BASELINE = [name for name in LOSSES if name != "positive_only"]  # A = R: constant R is a signal by design
 GROUPED = [name for name, spec in LOSSES.items() if spec.group_size > 1]
@@ -54,6 +67,7 @@ def test_every_formula_free_invariant_is_run_and_every_row_is_covered():
 @given(data=st.data(), aggregation=st.sampled_from(AGGREGATIONS))
 def test_every_registered_loss_keeps_the_invariants_that_hold_whatever_the_formula(invariant, name, data,
                                                                                    aggregation):
+    promise = declared(name, None, aggregation, ESTIMATOR_NAMES[LOSSES[name].advantage], 1e-6)
     context = Context(row(name, aggregation), get_convention("flashsim"), name, delta=3e-3, clip_eps=0.2,
-                      std_eps=1e-6)
+                      std_eps=1e-6, declared=promise)
     invariant.check(context, Case(data))
