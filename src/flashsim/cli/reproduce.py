@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds per claim, 2 seeds (a check that everything runs, not a result)")
     parser.set_defaults(profile="full")
     parser.add_argument("--seeds", type=int, default=None,
-                        help="seeds per cell (default: 20 full from seed 1000, 10 quick and 2 smoke from seed 0)")
+                        help="seeds per cell (default: 20 full from seed 1100, 10 quick from seed 10, 2 smoke from seed 0)")
     parser.add_argument("--out", type=Path, required=True, help="output directory (an existing one is resumed)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--report", type=Path, default=None,
