@@ -19,14 +19,16 @@ from pathlib import Path
 import torch
 
 from flashsim.experiments import CLAIMS, build_design, run_sweep, write_outputs, write_report
+from flashsim.experiments.claims import EXPERIMENTS
 from flashsim.experiments.probes import PROBED, probe_design
 from flashsim.experiments.run_cell import probe_cell
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """The options of ``flashsim reproduce`` (:mod:`flashsim.cli` makes the parser)."""
-    parser.add_argument("claims", nargs="+", choices=[*CLAIMS, "all"], metavar="CLAIM",
-                        help=f"claims to run: {', '.join(CLAIMS)} or all")
+    parser.add_argument("claims", nargs="+", choices=[*CLAIMS, *EXPERIMENTS, "all"], metavar="CLAIM",
+                        help=f"claims to run: {', '.join(CLAIMS)} or all (the claims), or a follow-up experiment: "
+                             f"{', '.join(EXPERIMENTS)}")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_const", dest="profile", const="quick",
                         help="the quick budget (10 seeds; all claims in ~15 min on 2 busy cores)")
@@ -34,7 +36,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds per claim, 2 seeds (a check that everything runs, not a result)")
     parser.set_defaults(profile="full")
     parser.add_argument("--seeds", type=int, default=None,
-                        help="seeds per cell (default: 20 full from seed 1100, 10 quick from seed 10, 2 smoke from seed 0)")
+                        help="seeds per cell (default: 20 full from seed 1100, 10 quick from 10, 2 smoke from 0)")
     parser.add_argument("--out", type=Path, required=True, help="output directory (an existing one is resumed)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--report", type=Path, default=None,
