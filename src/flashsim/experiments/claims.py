@@ -3,7 +3,9 @@
 Each builder returns a :class:`~flashsim.experiments.design.ClaimDesign` whose arms, knob, comparisons
 (the paper's direction) and headline setting are written here, before anything runs. The paper's
 numbers are those of the FlashREINFORCE paper as reported in the source article
-(``../shared/seeds/``), labelled ``article``; δ = 3e-3 is the reference implementation's default; the
+(``../shared/seeds/``), labelled ``article``; δ = 3e-3 is this project's default, not the article's (it gives
+none; the reference implementation's quick-start, NVIDIA-NeMo/labs-molt
+``examples/scripts/quick_start/rl_flash_reinforce_r1d_1p5b.sh``, sets 5e-3); the
 async speed-ups quoted for C7 are other systems' (ROLL Flash, AReaL), not the article's. Primary
 measures cannot saturate (``auc``, ``rollouts_to_90``): final success is secondary.
 
@@ -170,8 +172,9 @@ def c2_gates(profile: str) -> ClaimDesign:
         claim="C2",
         title="Sequence gate vs token-local gate vs no gate as the policy lag grows",
         paper="Article: Qwen2.5-Math, sequence-level admission stayed stable; a token-local version collapsed "
-              "(AMC23 from a 51.9 peak to 26.3) with entropy rising sharply. δ = 3e-3 is the reference "
-              "implementation's default.",
+              "(AMC23 from a 51.9 peak to 26.3) with entropy rising sharply. The article gives no δ; "
+              "flashsim's is 3e-3 (the reference implementation's quick-start, NVIDIA-NeMo/labs-molt "
+              "examples/scripts/quick_start/rl_flash_reinforce_r1d_1p5b.sh, sets 5e-3).",
         question="On ToolGridworld (trajectories of 4–20 tokens; B = 64), does the sequence gate end higher and "
                  "fall less from its peak than the token-local gate, and than no gate, at lag L ∈ {0..16}? The "
                  "learning rate sets how far the policy drifts in L updates; the knob is read in drift, the mean "
