@@ -545,6 +545,9 @@ C1_SIZE_RATES = (0.1, 0.3, 1.0, 3.0)
 """C1-size's pilot grid. Pre-registered rule: each arm's best rate per env is the one of highest mean ``auc`` on the
 pilot seeds; where the best is an end of the grid, the grid is extended by a factor 3 on that side and the pilot
 rerun on the new rate, until every best is interior."""
+C1_SIZE_EXTENDED = {"chain": (0.03,)}
+"""Rates added by the grid rule after the first pilot round: on ReasoningChain GRPO 32 × 4 was best at 0.1, the grid's
+low end (auc 0.629 against 0.612 at 0.3; 4 pilot seeds)."""
 C1_SIZE_UPDATES = {"gridworld": 50, "chain": 200}
 """FlashREINFORCE's updates per env (GRPO 32 × 4 gets twice as many, GRPO 64 × 4 as many at twice the batch): long
 enough for each arm to reach 0.7 of the optimum (ToolGridworld: the quick page's arms pass 0.9 within ~40 updates;
@@ -581,6 +584,8 @@ def c1_size_pilot(profile: str) -> ClaimDesign:
     scale = _pick(profile, 10, 1, 1)
     rates = _pick(profile, (0.3,), C1_SIZE_RATES, C1_SIZE_RATES)
     knob = tuple(_c1_size_knob(env, rate, scale) for env in C1_SIZE_UPDATES for rate in rates)
+    if profile != "smoke":
+        knob += tuple(_c1_size_knob(env, rate, scale) for env, extra in C1_SIZE_EXTENDED.items() for rate in extra)
     return ClaimDesign(
         claim="C1size_pilot",
         title="Pilot: each arm's best learning rate for C1 at the claimed size",
@@ -592,6 +597,44 @@ def c1_size_pilot(profile: str) -> ClaimDesign:
         comparisons=(Comparison("auc", "flash", "grpo", source="none"),),
         headline=knob[0].name, seeds=_pick(profile, (3000, 3001), C1_SIZE_PILOT_SEEDS, C1_SIZE_PILOT_SEEDS),
         profile=profile, metrics=("optimum", "rollouts_to_60", "rollouts_to_70", "rollouts_to_90", "success_train"),
+    )
+
+
+C1_SIZE_BEST_RATES: Mapping[str, Mapping[str, float]] = MappingProxyType({})
+"""Each arm's best learning rate per env, from C1-size's pilot (filled in from ``C1size_pilot`` before the run)."""
+C1_SIZE_HEADLINE = "chain"
+"""C1-size's headline env (filled in from the pilot, before the run)."""
+C1_SIZE_PREDICTION = ""
+"""C1-size's prediction and cost, written before the run."""
+
+
+def c1_size(profile: str) -> ClaimDesign:
+    """C1 at the claimed size: rollouts to 0.6 and 0.7 of the optimum, each arm at its pilot's best learning rate,
+    judged against the article's factor of 2."""
+    scale = _pick(profile, 10, 1, 1)
+    knob = tuple(_c1_size_knob(env, C1_SIZE_BEST_RATES.get(env, dict.fromkeys(("flash", "grpo", "grpo_2batch"), 0.3)),
+                               scale) for env in C1_SIZE_UPDATES)
+    return ClaimDesign(
+        claim="C1size",
+        title="C1 at the claimed size: GRPO's rollouts to a threshold over FlashREINFORCE's, against 2",
+        paper="Article: on Qwen2.5-Math-1.5B FlashREINFORCE scored 38.0 with 256K rollouts and GRPO 36.3 with 512K: "
+              "GRPO needed at least twice the rollouts for that level.",
+        question="How many rollouts does each arm spend before its exact success first reaches 0.6 and 0.7 of the "
+                 "optimum (levels every arm reaches), with each arm at the learning rate its pilot found best (seeds "
+                 "3000-3003, disjoint from these)? The factor is GRPO's rollouts over FlashREINFORCE's, judged "
+                 "against the article's 2 (supported only if its interval lies above 2). GRPO 32 × 4 gets twice "
+                 "FlashREINFORCE's updates, GRPO 64 × 4 as many updates at twice the batch. " + C1_SIZE_PREDICTION,
+        base=_base(eval_every=1),
+        arms=_C1_SIZE_ARMS, knob_name="env", knob=knob,
+        comparisons=(
+            Comparison("rollouts_to_70", "flash", "grpo", "less", paper="2× (38.0 at 256K vs 36.3 at 512K)", size=2.0),
+            Comparison("rollouts_to_60", "flash", "grpo", "less", paper="2×", size=2.0),
+            Comparison("rollouts_to_70", "flash", "grpo_2batch", "less", paper="2×", size=2.0),
+            Comparison("rollouts_to_60", "flash", "grpo_2batch", "less", paper="2×", size=2.0),
+            Comparison("auc", "flash", "grpo", source="none"),
+        ),
+        headline=C1_SIZE_HEADLINE, seeds=_pick(profile, (2000, 2001), C1_SIZE_SEEDS, C1_SIZE_SEEDS), profile=profile,
+        metrics=("optimum", "rollouts_to_90", "success_train"),
     )
 
 
@@ -652,6 +695,6 @@ def c1_mechanism(profile: str) -> ClaimDesign:
 
 
 EXPERIMENTS: Mapping[str, Callable[[str], ClaimDesign]] = MappingProxyType({
-    "C1size_pilot": c1_size_pilot, "C1mech": c1_mechanism,
+    "C1size_pilot": c1_size_pilot, "C1size": c1_size, "C1mech": c1_mechanism,
 })
 """Follow-up experiments (issue 30) by name: runnable as ``flashsim reproduce NAME``, not part of ``all``."""
