@@ -21,6 +21,7 @@ import torch
 from flashsim.experiments import CLAIMS, build_design, run_sweep, write_outputs, write_report
 from flashsim.experiments.claims import EXPERIMENTS
 from flashsim.experiments.probes import PROBED, probe_design
+from flashsim.experiments.report import FOLLOW_UP_ABOUT, FOLLOW_UP_TITLE
 from flashsim.experiments.run_cell import probe_cell
 
 
@@ -75,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{design.claim}: {primary['comparison']} at {design.knob_value(design.headline).label}: "
               f"{primary['verdict']}  ({args.out / design.claim / 'table.md'})")
     if args.report is not None:
-        path = write_report(designs, args.out, args.report, command=_command(args, names, designs))
+        follow_ups = all(name in EXPERIMENTS for name in names)  # their own page, title and opening
+        page = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if follow_ups else {}
+        path = write_report(designs, args.out, args.report, command=_command(args, names, designs), **page)
         print(f"report written to {path}")
     return 0
 

@@ -225,6 +225,19 @@ SIMULATION_ABOUT = (
 )
 """The simulator page's opening paragraphs (what a design is, the rule, the measures, the sources)."""
 
+FOLLOW_UP_TITLE = "Follow-up experiments: C1 at the claimed size, and C1's mechanism"
+FOLLOW_UP_ABOUT = (
+    "Two experiments issue 30 asked for, each pre-registered in `flashsim.experiments.claims` (design, prediction "
+    "and cost committed before its run; the commits are named in the introduction) and run on fresh seeds "
+    "2000–2019. They are not part of `flashsim reproduce all`. Success is the exact expected success of the "
+    "policy; the intervals are over seeds.",
+    RULE.replace("nine (five on the transformer)", "two"),
+    "`rollouts_to_60`/`rollouts_to_70`/`rollouts_to_90` are the rollouts spent until exact success first reaches "
+    "that share of the exact optimum (NaN where a run never does: the *pairs* column counts the seeds where only "
+    "one arm reached it, which makes a verdict inconclusive); `auc` is the area under the success curve per rollout.",
+)
+"""The follow-up page's opening paragraphs."""
+
 
 def write_report(
     designs: list[ClaimDesign], out: Path | str, report: Path | str, *, command: str = "",
