@@ -197,12 +197,13 @@ def pairs_text(result: dict) -> str:
 
 
 def factor_text(result: dict) -> str:
-    """The factor, with the ratio's interval and the claimed size where one is tested."""
+    """The factor (of the arms' means), or where a size is tested the factor on the complete pairs with its
+    delta-method interval and the claimed size."""
     if result.get("size") is None:
         return fmt(result["factor"], 2)
     ratio = result["ratio"]
     interval = f" [{fmt(ratio['low'], 2)}, {fmt(ratio['high'], 2)}]" if ratio["n"] >= 2 else ""
-    return f"{fmt(result['factor'], 2)}{interval} (claimed {result['size']:g})"
+    return f"{fmt(ratio['mean'], 2)}{interval} (claimed {result['size']:g})"
 
 
 def fmt_interval(interval: dict | Interval) -> str:
