@@ -106,7 +106,8 @@ def test_per_seed_csv_holds_every_cells_value_and_is_copied_beside_the_page(tmp_
                       if (c.arm, c.knob, c.seed) == (row["arm"], row["setting"], int(row["seed"])))
         assert float(row["success_train"]) == fake_run(config)["metrics"]["success_train"]  # exact (repr)
     write_report([design], out, tmp_path / "docs" / "results.md")
-    assert (tmp_path / "docs" / "results" / "CX" / "per_seed.csv").read_text() == (out / "CX" / "per_seed.csv").read_text()
+    copied = tmp_path / "docs" / "results" / "CX" / "per_seed.csv"
+    assert copied.read_text() == (out / "CX" / "per_seed.csv").read_text()
 
 
 def test_settings_with_identical_values_get_one_verdict_and_leave_the_holm_family(tmp_path):

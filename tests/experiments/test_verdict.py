@@ -17,19 +17,19 @@ from flashsim.experiments.verdict import (
     AT_FLOOR,
     IDENTICAL,
     INCONCLUSIVE,
-    SMALLER,
     NEGLIGIBLE,
     NOT_SUPPORTED,
+    SMALLER,
     SUPPORTED,
     Effect,
     Interval,
     at_ceiling,
     decide,
     holm,
-    ratio_interval,
-    with_holm,
     mean_interval,
     paired_verdict,
+    ratio_interval,
+    with_holm,
 )
 
 E = Effect(0.01)
