@@ -124,3 +124,17 @@ def test_settings_with_identical_values_get_one_verdict_and_leave_the_holm_famil
     assert by_knob["u3"]["p_holm"] == by_knob["u2"]["p_holm"]
     assert "= u2" not in markdown_tables(summarize(design, tmp_path))
     assert "= 2 updates (identical values)" in markdown_tables(summarize(design, tmp_path))
+
+
+def test_settings_where_no_pair_is_complete_are_not_merged(tmp_path):
+    from flashsim.experiments import Comparison
+    from flashsim.experiments.analysis import _compare, load_cells
+
+    design = small_design(comparisons=(Comparison("rollouts_to_90", "a", "b", "less"),))
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)  # the fake's rollouts_to_90 is 0.0 everywhere
+    records = load_cells(design, tmp_path)
+    for seeds in records.values():
+        for record in seeds:
+            record["result"]["metrics"]["rollouts_to_90"] = None  # no arm reached the level in any setting
+    by_knob = _compare(design, design.comparisons[0], records)["by_knob"]
+    assert [r["same_as"] for r in by_knob.values()] == [None, None] and by_knob["lr0.5"]["pairs"] == 0

@@ -128,7 +128,9 @@ def _compare(design: ClaimDesign, comparison, records) -> dict[str, object]:
                                  floor=comparison.metric in FLOORS, threshold=comparison.metric in THRESHOLDS)
         # settings whose values are identical seed for seed (e.g. a threshold reached before several budgets
         # end) are one result: the later ones point at the first and leave the multiplicity count
-        key = repr((arm, baseline)) if all(r is not None for r in records[(comparison.arm, knob)]) else None
+        # (only where the values are complete pairs: two settings that no arm ever reached are not one result)
+        complete = verdict.pairs > 0 and all(r is not None for r in records[(comparison.arm, knob)])
+        key = repr((arm, baseline)) if complete else None
         same_as = seen.get(key) if key is not None else None
         if key is not None and same_as is None:
             seen[key] = knob
