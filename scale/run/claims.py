@@ -75,6 +75,8 @@ TRANSFORMER_CELL_METRICS = {
     "drift": "sequence KL between behaviour and learner in units of the gate's δ, mean over updates",
     "lag_mean": "policy lag of the trained trajectories, mean over updates",
     "entropy_final": "policy entropy (nats per token) of the trained trajectories, mean over the last 5 updates",
+    "collapse": "1 if held-out accuracy is at least COLLAPSE_DROP below its running peak at each of the last "
+                "COLLAPSE_EVALS evaluations (it fell and stayed down to the end), else 0",
 }
 """Every per-cell measure of a transformer claim, with what it means."""
 
@@ -156,7 +158,9 @@ def _c1(base: Config) -> ClaimDesign:
     batch = base.train.batch_size
     return _on_task(
         claim="C1", title="FlashREINFORCE (1 rollout per prompt) vs GRPO (G = 4) on a transformer",
-        paper="GRPO needs about twice the rollouts; with them it abandoned the tool (0.00 Python calls vs 3.25)",
+        paper="Article, two separate results: on Qwen2.5-Math-1.5B FlashREINFORCE scored 38.0 with 256K rollouts and "
+              "GRPO 36.3 with 512K (half the rollouts); on Qwen2.5-7B-Instruct with a Python tool GRPO reached 0.00 "
+              "Python calls per trajectory and FlashREINFORCE 3.25",
         question="At equal rollouts, and with GRPO given twice the rollouts (twice the updates, or twice the "
                  "batch), which learns faster per rollout, and does GRPO stop calling the tool?",
         base=base,
@@ -166,7 +170,7 @@ def _c1(base: Config) -> ClaimDesign:
                   {**_GRPO, "train.updates": 2 * base.train.updates}),
               Arm("grpo_2x_batch", "GRPO G = 4, twice the batch",
                   {**_GRPO, "train.batch_size": 2 * batch, "loop.queue_size": 2 * base.loop.queue_size})),
-        comparisons=(Comparison("auc", "flash", "grpo", "greater", paper="≈ 2× fewer rollouts"),
+        comparisons=(Comparison("auc", "flash", "grpo", "greater", paper="38.0 at 256K vs 36.3 at 512K rollouts"),
                      Comparison("auc", "flash", "grpo_2x_updates", "greater"),
                      Comparison("auc", "flash", "grpo_2x_batch", "greater"),
                      Comparison("tool_calls", "flash", "grpo", "greater", paper="3.25 vs 0.00 calls")),
@@ -196,6 +200,42 @@ def _c2(base: Config) -> ClaimDesign:
         metrics=("accuracy", "drift", "acceptance_rate", "token_acceptance_rate", "lag_mean", "tool_calls"))
 
 
+C2_COLLAPSE_SEEDS = tuple(range(100, 130))
+"""Fresh seeds for the C2 collapse test: disjoint from the pilots' (0–2) and from the committed run's (0–9)."""
+
+
+def _c2_collapse(base: Config) -> ClaimDesign:
+    """Pre-registered (issue 30), not yet run: does the token-local gate collapse more often than the sequence gate?"""
+    knob = tuple(KnobValue(f"tool30_lag{lag}", f"calculator wrong on 30 %, injected lag L = {lag}",
+                           {"rollout.injected_lag": lag}, value=lag) for lag in (1, 2))
+    return ClaimDesign(
+        claim="C2collapse", title="Collapse of the token-local gate vs the sequence gate under injected lag",
+        paper="Qwen2.5-Math: sequence-level admission stayed stable; a token-local version collapsed "
+              "(AMC23 from a 51.9 peak to 26.3) with entropy rising sharply",
+        question="Collapse is defined before the run (`collapse`: held-out accuracy at least 0.05 below its running "
+                 "peak at each of the last two evaluations). Primary: per lag (L = 1, 2), Fisher's exact test, "
+                 "one-sided, that the token-local gate collapses in more of the 30 seeds than the sequence gate, "
+                 "Holm over the two lags (computed from per_seed.csv with scipy.stats.fisher_exact); secondary: the "
+                 "paired area comparison. Prediction: at L = 1 (88 % admitted) 0–4 collapses of 30 for the token-local "
+                 "gate and none for the sequence gate — not significant; at L = 2 (about half admitted) more. Cost: 3 "
+                 "arms × 2 lags × 30 seeds = 180 runs of 60 updates, about 50 min on 2 cores with --jobs 2.",
+        base=base,
+        arms=(Arm("sequence_gate", "sequence gate (FlashREINFORCE)", {"train.loss": "flash_reinforce"}),
+              Arm("token_gate", "token-local gate", {"train.loss": "token_gate"}),
+              Arm("no_gate", "no gate (IS ratios only)", {"train.loss": "no_gate"})),
+        knob_name="injected lag", knob=knob, headline=knob[0].name, seeds=C2_COLLAPSE_SEEDS, vary_instance=False,
+        comparisons=(Comparison("collapse", "sequence_gate", "token_gate", "less", source="article",
+                                paper="stable vs collapse (AMC23 51.9 → 26.3)"),
+                     Comparison("auc", "sequence_gate", "token_gate", "greater", source="none"),
+                     Comparison("collapse", "sequence_gate", "no_gate", "less", source="none")),
+        metrics=("accuracy", "drift", "acceptance_rate", "tool_calls"))
+
+
+def c2_collapse_design(warmups: Path | str, profile: str = "full") -> ClaimDesign:
+    """The pre-registered C2 collapse test at ``profile``'s budget, on its own seeds (not part of ``reproduce all``)."""
+    return dataclasses.replace(_c2_collapse(base_config(profile, warmups)), profile=profile)
+
+
 def _c3(base: Config) -> ClaimDesign:
     tokens = {"rollout.max_new_tokens": C3_MAX_NEW_TOKENS}
     return _on_task(
@@ -209,7 +249,7 @@ def _c3(base: Config) -> ClaimDesign:
         arms=(Arm("sample_mean", "sample-mean", {"train.loss": "flash_reinforce"}),
               Arm("token_mean", "token-mean", {"train.loss": "token_mean"})),
         comparisons=(Comparison("length", "sample_mean", "token_mean", "less",
-                                paper="2,518 vs 3,947 tokens (36 % shorter)"),
+                                paper="2,518 vs 3,947 tokens (36 % shorter)", size=3947 / 2518),
                      Comparison("truncation", "sample_mean", "token_mean", "less", paper="17.2 % vs 45.3 %"),
                      Comparison("auc", "sample_mean", "token_mean", "greater", source="none")),
         metrics=("accuracy", "tool_calls"))
@@ -301,11 +341,31 @@ def cell_result(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "sequence_kl": mean("trust/sequence_kl_mean"), "drift": mean("trust/sequence_kl_mean") / _delta(),
         "lag_mean": mean("lag/mean"),
         "entropy_final": float(np.mean([row["policy/entropy"] for row in trained[-5:]])) if trained else float("nan"),
+        "collapse": collapsed(y),
     }
     curve = {"update": [row["update"] for _, row in evaluated], "rollouts": x.tolist(), "accuracy": y.tolist(),
              "tool_calls": [row["eval/tool_calls"] for _, row in evaluated]}
     return {"metrics": metrics, "curve": curve}
 
+
+
+COLLAPSE_DROP = 0.05
+COLLAPSE_EVALS = 2
+"""A run has collapsed when its held-out accuracy is ≥ COLLAPSE_DROP below its running peak at each of its last
+COLLAPSE_EVALS evaluations (issue 30's definition, fixed before the C2 collapse run)."""
+
+
+def collapsed(accuracy: Any) -> float:
+    """:data:`COLLAPSE_DROP`/:data:`COLLAPSE_EVALS`'s collapse indicator of an accuracy curve (update 0 first).
+
+    >>> collapsed([0.1, 0.12, 0.05, 0.06]), collapsed([0.1, 0.12, 0.05, 0.11]), collapsed([0.1, 0.2, 0.1])
+    (1.0, 0.0, 0.0)
+    """
+    y = np.asarray(accuracy, dtype=np.float64)
+    if y.size <= COLLAPSE_EVALS:
+        return 0.0
+    below = np.maximum.accumulate(y) - y >= COLLAPSE_DROP - 1e-12
+    return float(below[-COLLAPSE_EVALS:].all())
 
 
 def _delta() -> float:

@@ -52,7 +52,8 @@ def test_tables_csv_and_report_are_written_and_name_the_verdict(tmp_path):
     report = write_report([design], out, tmp_path / "docs" / "results.md", command="flashsim reproduce CX")
     text = report.read_text()
     assert "flashsim reproduce CX" in text and "Hand-written words." in text
-    assert "**Verdict: supported.**" in text
+    assert "**Verdict:** **supported**" in text  # one primary on the page: Holm leaves its p as it is
+    assert "changed after the results it judges had been seen" in text
     assert "**The verdict rule**" in text and "ε = 0.01" in text
     assert (tmp_path / "docs" / "results" / "CX" / "table.md").exists()
 
@@ -88,3 +89,52 @@ def test_panels_and_a_tool_call_primary_give_both_figures(tmp_path):
     write_outputs(design, tmp_path)
     for name in figure_names("CX"):
         assert (tmp_path / "CX" / name).stat().st_size > 0
+
+
+def test_per_seed_csv_holds_every_cells_value_and_is_copied_beside_the_page(tmp_path):
+    import csv
+
+    design = small_design()
+    out = tmp_path / "out"
+    run_sweep([design], out, jobs=1, progress=False, run=fake_run)
+    write_summary(design, out)
+    rows = list(csv.DictReader((out / "CX" / "per_seed.csv").open()))
+    assert len(rows) == len(design.knob) * len(design.arms) * len(design.seeds)
+    assert list(rows[0])[:4] == ["claim", "setting", "arm", "seed"] and "success_train" in rows[0]
+    for row in rows:
+        config = next(c.config for c in design.cells()
+                      if (c.arm, c.knob, c.seed) == (row["arm"], row["setting"], int(row["seed"])))
+        assert float(row["success_train"]) == fake_run(config)["metrics"]["success_train"]  # exact (repr)
+    write_report([design], out, tmp_path / "docs" / "results.md")
+    copied = tmp_path / "docs" / "results" / "CX" / "per_seed.csv"
+    assert copied.read_text() == (out / "CX" / "per_seed.csv").read_text()
+
+
+def test_settings_with_identical_values_get_one_verdict_and_leave_the_holm_family(tmp_path):
+    from flashsim.experiments import Comparison, KnobValue
+
+    # the fake's success ignores the budget: three budgets at lr 0.5 give identical values seed for seed
+    knob = tuple(KnobValue(f"u{u}", f"{u} updates", {"updates": u, "algorithm.learning_rate": 0.5}) for u in (2, 3, 4))
+    design = small_design(knob=(KnobValue("lr0.1", "lr 0.1", {"algorithm.learning_rate": 0.1}), *knob),
+                          comparisons=(Comparison("success_train", "a", "b"),))
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)
+    by_knob = summarize(design, tmp_path)["comparisons"][0]["by_knob"]
+    assert [by_knob[k]["same_as"] for k in ("lr0.1", "u2", "u3", "u4")] == [None, None, "u2", "u2"]
+    assert by_knob["u2"]["p_holm"] == by_knob["u2"]["p"]  # a family of one distinct exploratory setting
+    assert by_knob["u3"]["p_holm"] == by_knob["u2"]["p_holm"]
+    assert "= u2" not in markdown_tables(summarize(design, tmp_path))
+    assert "= 2 updates (identical values)" in markdown_tables(summarize(design, tmp_path))
+
+
+def test_settings_where_no_pair_is_complete_are_not_merged(tmp_path):
+    from flashsim.experiments import Comparison
+    from flashsim.experiments.analysis import _compare, load_cells
+
+    design = small_design(comparisons=(Comparison("rollouts_to_90", "a", "b", "less"),))
+    run_sweep([design], tmp_path, jobs=1, progress=False, run=fake_run)  # the fake's rollouts_to_90 is 0.0 everywhere
+    records = load_cells(design, tmp_path)
+    for seeds in records.values():
+        for record in seeds:
+            record["result"]["metrics"]["rollouts_to_90"] = None  # no arm reached the level in any setting
+    by_knob = _compare(design, design.comparisons[0], records)["by_knob"]
+    assert [r["same_as"] for r in by_knob.values()] == [None, None] and by_knob["lr0.5"]["pairs"] == 0

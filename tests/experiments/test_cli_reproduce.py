@@ -88,3 +88,15 @@ def test_cells_of_the_former_format_are_refused_and_left_as_they_are(tmp_path, c
     assert main(["reproduce", "C4", "--smoke", "--out", str(tmp_path), "--no-progress"]) == 2
     assert "written by an older flashsim" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [path.name]
+
+
+@pytest.mark.slow
+def test_a_follow_up_runs_by_name_on_its_own_page_with_per_seed_numbers(tmp_path):
+    command = [sys.executable, "-m", "flashsim", "reproduce", "C1size", "--smoke", "--out", str(tmp_path / "out"),
+               "--no-progress", "--jobs", "1", "--report", str(tmp_path / "docs" / "follow-ups.md")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (tmp_path / "docs" / "follow-ups.md").read_text()
+    assert text.startswith("# Follow-up experiments") and "## C1size" in text and "(claimed 2)" in text
+    rows = (tmp_path / "docs" / "results" / "C1size" / "per_seed.csv").read_text().splitlines()
+    assert rows[0].startswith("claim,setting,arm,seed,rollouts_to_70") and len(rows) == 1 + 2 * 3 * 2

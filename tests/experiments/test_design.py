@@ -188,3 +188,30 @@ def test_c9_sets_the_tool_error_rate_of_the_gridworld_and_compares_tool_calls_fi
     rates = {cell.knob: cell.config.env_options["tool_error_rate"] for cell in design.cells()}
     assert rates == {"err0.0": 0.0, "err0.3": 0.3} and design.headline == "err0.3"
     assert {cell.config.env for cell in design.cells()} == {"gridworld"}
+
+
+def test_verdict_seeds_avoid_the_pilots_seeds():
+    from flashsim.experiments.claims import C1_SIZE_PILOT_SEEDS, CLAIMS, EXPERIMENTS, PILOT_SEEDS
+
+    for claim in CLAIMS:
+        for profile in ("quick", "full"):
+            assert not set(build_design(claim, profile).seeds) & PILOT_SEEDS, (claim, profile)
+    for name in EXPERIMENTS:
+        if name != "C1size_pilot":
+            assert not set(build_design(name, "full").seeds) & (PILOT_SEEDS | set(C1_SIZE_PILOT_SEEDS)), name
+
+
+def test_follow_up_experiments_build_by_name_and_stay_out_of_the_claims():
+    from flashsim.experiments.claims import CLAIMS, EXPERIMENTS
+
+    assert not set(EXPERIMENTS) & set(CLAIMS)
+    mechanism = build_design("C1mech", "full")
+    assert [arm.name for arm in mechanism.arms][:2] == ["flash", "flash_depth"]
+    rollouts = {arm.name: mechanism.config(arm, mechanism.knob[0]).algorithm for arm in mechanism.arms}
+    assert {a.batch_size for a in rollouts.values()} == {128}  # every arm spends 128 rollouts per update
+    assert rollouts["grpo_nostd"].loss_options == {"scale_by_std": False, "aggregation": "sample_mean"}
+    size = build_design("C1size", "full")
+    grpo = size.config(size.arm("grpo"), size.knob[0])
+    flash = size.config(size.arm("flash"), size.knob[0])
+    assert grpo.updates == 2 * flash.updates and size.comparisons[0].size == 2.0
+    assert build_design("C1size", "full", seeds=3).seeds == (2000, 2001, 2002)

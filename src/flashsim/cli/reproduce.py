@@ -19,14 +19,17 @@ from pathlib import Path
 import torch
 
 from flashsim.experiments import CLAIMS, build_design, run_sweep, write_outputs, write_report
+from flashsim.experiments.claims import EXPERIMENTS
 from flashsim.experiments.probes import PROBED, probe_design
+from flashsim.experiments.report import FOLLOW_UP_ABOUT, FOLLOW_UP_TITLE
 from flashsim.experiments.run_cell import probe_cell
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """The options of ``flashsim reproduce`` (:mod:`flashsim.cli` makes the parser)."""
-    parser.add_argument("claims", nargs="+", choices=[*CLAIMS, "all"], metavar="CLAIM",
-                        help=f"claims to run: {', '.join(CLAIMS)} or all")
+    parser.add_argument("claims", nargs="+", choices=[*CLAIMS, *EXPERIMENTS, "all"], metavar="CLAIM",
+                        help=f"claims to run: {', '.join(CLAIMS)} or all (the claims), or a follow-up experiment: "
+                             f"{', '.join(EXPERIMENTS)}")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_const", dest="profile", const="quick",
                         help="the quick budget (10 seeds; all claims in ~15 min on 2 busy cores)")
@@ -34,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds per claim, 2 seeds (a check that everything runs, not a result)")
     parser.set_defaults(profile="full")
     parser.add_argument("--seeds", type=int, default=None,
-                        help="seeds per cell (default: 20 full from seed 1000, 10 quick and 2 smoke from seed 0)")
+                        help="seeds per cell (default: 20 full from seed 1100, 10 quick from 10, 2 smoke from 0)")
     parser.add_argument("--out", type=Path, required=True, help="output directory (an existing one is resumed)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--report", type=Path, default=None,
@@ -73,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{design.claim}: {primary['comparison']} at {design.knob_value(design.headline).label}: "
               f"{primary['verdict']}  ({args.out / design.claim / 'table.md'})")
     if args.report is not None:
-        path = write_report(designs, args.out, args.report, command=_command(args, names, designs))
+        follow_ups = all(name in EXPERIMENTS for name in names)  # their own page, title and opening
+        page = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if follow_ups else {}
+        path = write_report(designs, args.out, args.report, command=_command(args, names, designs), **page)
         print(f"report written to {path}")
     return 0
 

@@ -5,8 +5,9 @@ Layer 5 of flashsim. A claim (C1–C9) is a :class:`~flashsim.experiments.design
 setting, seeds. :func:`run_sweep` runs its cells (arm × knob value × seed, one simulated training run
 each, through the adapter :mod:`~flashsim.experiments.run_cell`) in parallel processes, one atomic JSON
 file per cell, resumable after any interruption; :mod:`~flashsim.experiments.analysis` turns the cells
-into means with 95 % intervals and paired verdicts (:mod:`~flashsim.experiments.verdict`, a rule fixed
-before the run: a smallest effect of interest, a ceiling, five outcomes);
+into means with 95 % intervals and paired verdicts (:mod:`~flashsim.experiments.verdict`: a smallest
+effect of interest, a claimed size where the paper states one, a ceiling and a floor, Holm across a
+page's primaries);
 :mod:`~flashsim.experiments.plots` draws them; :mod:`~flashsim.experiments.report` writes
 ``docs/results.md``. ``flashsim reproduce`` is the command.
 

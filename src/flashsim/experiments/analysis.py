@@ -22,9 +22,17 @@ from pathlib import Path
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.run_cell import CELL_METRICS, atomic_write_text
 from flashsim.experiments.runner import read_cell, to_json
-from flashsim.experiments.verdict import CEILINGS, Interval, mean_interval, paired_verdict
+from flashsim.experiments.verdict import (
+    CEILINGS,
+    FLOORS,
+    THRESHOLDS,
+    Interval,
+    holm,
+    mean_interval,
+    paired_verdict,
+)
 
-SUMMARY, TABLE, MEANS = "summary.json", "table.md", "means.csv"
+SUMMARY, TABLE, MEANS, PER_SEED = "summary.json", "table.md", "means.csv", "per_seed.csv"
 FACTOR_FLOOR = 1e-9
 """No factor (—) when the denominator's mean is below this: an idle fraction of ±1e-15 is rounding, not a
 base for a ratio."""
@@ -92,11 +100,15 @@ def _tuned(design: ClaimDesign, records) -> dict[str, object]:
     for comparison in design.comparisons:
         arm = metric_values(records[(comparison.arm, best[comparison.arm])], comparison.metric)
         baseline = metric_values(records[(comparison.baseline, best[comparison.baseline])], comparison.metric)
-        verdict = paired_verdict(arm, baseline, comparison.direction, comparison.smallest_effect)
+        verdict = paired_verdict(arm, baseline, comparison.direction, comparison.smallest_effect,
+                                 size=comparison.size, floor=comparison.metric in FLOORS,
+                                 threshold=comparison.metric in THRESHOLDS)
         results.append({"comparison": _describe({"metric": comparison.metric, "arm": comparison.arm,
                                                  "baseline": comparison.baseline, "direction": comparison.direction}),
                         **verdict.to_dict(), "factor": _factor(arm, baseline, comparison.direction)})
-    return {"metric": TUNING_METRIC, "best": best, "comparisons": results}
+    ends = (design.tuning[0], design.tuning[-1]) if len(design.tuning) > 2 else ()
+    edge = [arm for arm, knob in best.items() if knob in ends]
+    return {"metric": TUNING_METRIC, "best": best, "at_edge": edge, "comparisons": results}
 
 
 def _mean_or_low(records: list[dict | None]) -> float:
@@ -106,18 +118,36 @@ def _mean_or_low(records: list[dict | None]) -> float:
 
 def _compare(design: ClaimDesign, comparison, records) -> dict[str, object]:
     knobs = [k.name for k in design.knob if comparison.knobs is None or k.name in comparison.knobs]
-    by_knob = {}
-    for knob in knobs:
+    by_knob, seen = {}, {}
+    # the headline first, so that a setting identical to it points at the confirmatory one
+    for knob in sorted(knobs, key=lambda name: name != design.headline):
         arm = metric_values(records[(comparison.arm, knob)], comparison.metric)
         baseline = metric_values(records[(comparison.baseline, knob)], comparison.metric)
         verdict = paired_verdict(arm, baseline, comparison.direction, comparison.smallest_effect,
-                                 gaps=_gaps(records, comparison, knob))
+                                 gaps=_gaps(records, comparison, knob), size=comparison.size,
+                                 floor=comparison.metric in FLOORS, threshold=comparison.metric in THRESHOLDS)
+        # settings whose values are identical seed for seed (e.g. a threshold reached before several budgets
+        # end) are one result: the later ones point at the first and leave the multiplicity count
+        # (only where the values are complete pairs: two settings that no arm ever reached are not one result)
+        complete = verdict.pairs > 0 and all(r is not None for r in records[(comparison.arm, knob)])
+        key = repr((arm, baseline)) if complete else None
+        same_as = seen.get(key) if key is not None else None
+        if key is not None and same_as is None:
+            seen[key] = knob
         by_knob[knob] = {**verdict.to_dict(), "factor": _factor(arm, baseline, comparison.direction),
-                         "exploratory": not (comparison is design.comparisons[0] and knob == design.headline)}
+                         "exploratory": not (comparison is design.comparisons[0] and knob == design.headline),
+                         "same_as": same_as}
+    by_knob = {knob: by_knob[knob] for knob in knobs}
+    family = [k for k, r in by_knob.items() if r["exploratory"] and r["same_as"] is None]
+    for knob, adjusted in zip(family, holm([by_knob[k]["p"] for k in family])):
+        by_knob[knob]["p_holm"] = adjusted
+    for result in by_knob.values():
+        result.setdefault("p_holm", by_knob[result["same_as"]].get("p_holm", math.nan) if result["same_as"]
+                          else math.nan)
     return {
         "metric": comparison.metric, "arm": comparison.arm, "baseline": comparison.baseline,
         "direction": comparison.direction, "paper": comparison.paper, "source": comparison.source,
-        "smallest_effect": str(comparison.smallest_effect), "by_knob": by_knob,
+        "smallest_effect": str(comparison.smallest_effect), "size": comparison.size, "by_knob": by_knob,
     }
 
 
@@ -155,6 +185,29 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def fmt_p(p: float | None) -> str:
+    """A p-value for a table (— where no test applies)."""
+    if p is None or not math.isfinite(p):
+        return "—"
+    return f"{p:.2g}" if p >= 1e-4 else "< 1e-4"
+
+
+def pairs_text(result: dict) -> str:
+    """Complete pairs, and the seeds where only one arm has a value (a threshold one arm never reached)."""
+    dropped = result.get("dropped_by_arm", 0)
+    return f"{result.get('pairs', result['difference']['n'])}" + (f" ({dropped} dropped by one arm)" if dropped else "")
+
+
+def factor_text(result: dict) -> str:
+    """The factor (of the arms' means), or where a size is tested the factor on the complete pairs with its
+    delta-method interval and the claimed size."""
+    if result.get("size") is None:
+        return fmt(result["factor"], 2)
+    ratio = result["ratio"]
+    interval = f" [{fmt(ratio['low'], 2)}, {fmt(ratio['high'], 2)}]" if ratio["n"] >= 2 else ""
+    return f"{fmt(ratio['mean'], 2)}{interval} (claimed {result['size']:g})"
+
+
 def fmt_interval(interval: dict | Interval) -> str:
     i = interval.to_dict() if isinstance(interval, Interval) else interval
     if i["n"] < 2:
@@ -166,24 +219,33 @@ def markdown_tables(summary: dict) -> str:
     """The verdict table (every comparison × knob value) and the means table, as Markdown."""
     labels = {k["name"]: k["label"] for k in summary["knob"]}
     arms = {a["name"]: a["label"] for a in summary["arms"]}
-    lines = ["| comparison (paper's direction) | setting | mean difference [95 % CI] | smallest effect | factor "
-             "| verdict |", "|---|---|---|---|---|---|"]
+    lines = ["| comparison (paper's direction) | setting | mean difference [95 % CI] | smallest effect | pairs "
+             "| factor [95 % CI] (claimed) | p | Holm p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for comparison in summary["comparisons"]:
         for knob, result in comparison["by_knob"].items():
             mark = " **(headline)**" if knob == summary["headline"] else ""
-            verdict = f"{result['verdict']} (exploratory)" if result["exploratory"] else f"**{result['verdict']}**"
+            if result.get("same_as"):
+                verdict = f"= {labels[result['same_as']]} (identical values)"
+            elif result["exploratory"]:
+                verdict = f"{result['verdict']} (exploratory)"
+            else:
+                verdict = f"**{result['verdict']}** (confirmatory, before Holm across the page)"
             lines.append(f"| {_describe(comparison)} | {labels[knob]}{mark} | {fmt_interval(result['difference'])} "
-                         f"| ±{fmt(result['effect'], 3)} | {fmt(result['factor'], 2)} | {verdict} |")
+                         f"| ±{fmt(result['effect'], 3)} | {pairs_text(result)} | {factor_text(result)} "
+                         f"| {fmt_p(result.get('p'))} | {fmt_p(result.get('p_holm'))} | {verdict} |")
     if summary.get("tuned"):
         tuned = summary["tuned"]
+        edge = tuned.get("at_edge") or []
         lines += ["", f"Each arm at its best setting of the tuning grid (highest mean `{tuned['metric']}`): "
-                  + "; ".join(f"{arms[a]}: {labels[k]}" for a, k in tuned["best"].items()) + " (exploratory).", "",
-                  "| comparison at each arm's best | mean difference [95 % CI] | smallest effect | factor | verdict |",
-                  "|---|---|---|---|---|"]
+                  + "; ".join(f"{arms[a]}: {labels[k]}" for a, k in tuned["best"].items()) + " (exploratory)."
+                  + (f" At the edge of the grid, so not an optimum: {', '.join(arms[a] for a in edge)}." if edge
+                     else ""), "",
+                  "| comparison at each arm's best | mean difference [95 % CI] | smallest effect | pairs "
+                  "| factor [95 % CI] (claimed) | p | verdict |", "|---|---|---|---|---|---|---|"]
         for result in tuned["comparisons"]:
             lines.append(f"| {result['comparison']} | {fmt_interval(result['difference'])} "
-                         f"| ±{fmt(result['effect'], 3)} | {fmt(result['factor'], 2)} "
-                         f"| {result['verdict']} (exploratory) |")
+                         f"| ±{fmt(result['effect'], 3)} | {pairs_text(result)} | {factor_text(result)} "
+                         f"| {fmt_p(result.get('p'))} | {result['verdict']} (exploratory) |")
     metrics = list(summary["metrics"])
     lines += ["", "| setting | arm | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]
     for knob, by_arm in summary["table"].items():
@@ -206,10 +268,28 @@ def means_csv(summary: dict) -> str:
     return buffer.getvalue()
 
 
+def per_seed_csv(design: ClaimDesign, out: Path | str) -> str:
+    """Tidy CSV of every cell's value of each tabulated metric: claim, setting, arm, seed, then one column per
+    metric (empty where a cell has not run or its value is NaN), so that any per-seed statement can be checked."""
+    records = load_cells(design, out)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    names = design.metric_names
+    writer.writerow(["claim", "setting", "arm", "seed", *names])
+    for knob in design.knob:
+        for arm in design.arms:
+            columns = [metric_values(records[(arm.name, knob.name)], m) for m in names]
+            for i, seed in enumerate(design.seeds):
+                writer.writerow([design.claim, knob.name, arm.name, seed,
+                                 *("" if not math.isfinite(c[i]) else repr(c[i]) for c in columns)])
+    return buffer.getvalue()
+
+
 def write_summary(design: ClaimDesign, out: Path | str, metrics: Mapping[str, str] = CELL_METRICS) -> dict[str, object]:
-    """Summarize and write ``summary.json``, ``table.md`` and ``means.csv`` in ``out/<claim>/``."""
+    """Summarize and write ``summary.json``, ``table.md``, ``means.csv`` and ``per_seed.csv`` in ``out/<claim>/``."""
     summary = summarize(design, out, metrics)
     directory = Path(out) / design.claim
+    atomic_write_text(directory / PER_SEED, per_seed_csv(design, out))
     atomic_write_text(directory / SUMMARY, to_json(summary))
     atomic_write_text(directory / TABLE, markdown_tables(summary))
     atomic_write_text(directory / MEANS, means_csv(summary))

@@ -18,6 +18,7 @@ Glossary: B trajectories per batch, G group size, L lag, δ gate threshold, m mi
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -142,9 +143,15 @@ class Comparison:
     """Where ``paper`` comes from (one of :data:`SOURCES`)."""
     effect: Effect | None = None
     """The smallest effect of interest (None: the metric's pre-registered one in ``SMALLEST_EFFECTS``)."""
+    size: float | None = None
+    """The claimed ratio K > 1 where the quoted number is a size (the favoured arm's factor: C1's 2× fewer
+    rollouts); the verdict then also tests the ratio's interval against it (None: a direction only)."""
 
     def __post_init__(self) -> None:
         check_choice("direction", self.direction, DIRECTIONS)
+        if self.size is not None and not (isinstance(self.size, (int, float)) and math.isfinite(self.size)
+                                          and self.size > 1):
+            raise ValueError(f"size (a claimed ratio) must be a finite number > 1, got {self.size!r}")
         check_choice("source", self.source, SOURCES)
         if self.arm == self.baseline:
             raise ValueError(f"a comparison needs two different arms, got {self.arm!r} twice")

@@ -17,33 +17,53 @@ import shutil
 from pathlib import Path
 
 from flashsim.config import to_dict
-from flashsim.experiments.analysis import MEANS, SUMMARY, TABLE, fmt, fmt_interval, markdown_tables
+from flashsim.experiments.analysis import (
+    MEANS,
+    PER_SEED,
+    SUMMARY,
+    TABLE,
+    factor_text,
+    fmt,
+    fmt_interval,
+    fmt_p,
+    markdown_tables,
+    pairs_text,
+)
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.probes import probe_design, probe_table
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
-from flashsim.experiments.verdict import CEILING_EPSILON
+from flashsim.experiments.verdict import CEILING_EPSILON, holm, with_holm
 from flashsim.sim.config import TrainConfig
 
 DELTA = 3e-3
-"""The sequence gate's δ (the reference implementation's default, not a number of the article), the unit
-of the drift regimes."""
+"""The sequence gate's δ, the unit of the drift regimes: this project's default (``flash_reinforce_loss``). It is
+not a number of the article (which gives no δ), and the reference implementation's FlashREINFORCE quick-start
+(NVIDIA-NeMo/labs-molt, ``examples/scripts/quick_start/rl_flash_reinforce_r1d_1p5b.sh``) sets 5e-3."""
 
 RULE = (
-    "**The verdict rule** (`flashsim.experiments.verdict`, fixed before the runs). For the primary comparison at "
-    "the headline setting, take the paired differences arm − baseline over the seeds and their 95 % Student-t "
-    "interval [lo, hi]. Each metric has a pre-registered smallest effect of interest e: 0.01 absolute for "
-    "success, `auc`, truncation, acceptance and idle fractions, drawdown; 0.1 tool calls; 5 % of the baseline's "
-    "mean for rollouts-to-threshold, length, entropy, drift and seconds per update (C7's primary is "
-    "pre-registered at 50 %, a speed-up of 2×). In order: **at the ceiling** if the metric is a final success "
-    f"and both arms' mean is within ε = {CEILING_EPSILON} of the exact optimum (nothing is decided there); "
-    "**supported** if the interval clears e on the paper's side (lo > e for `>`, hi < −e for `<`); **not "
-    "supported** if it clears e on the other side; **negligible** if −e < lo and hi < e (two one-sided tests "
-    "at 2.5 % each: equivalent within e); **inconclusive** otherwise (or with fewer than two complete pairs). "
-    "Only the primary comparison at the headline is confirmatory; every other comparison-setting is "
-    "**exploratory** — tabulated, not corrected for multiplicity, and kept out of the summaries."
+    "**The verdict rule** (`flashsim.experiments.verdict`, whose docstring numbers the outcomes). For a comparison, "
+    "take the paired differences arm − baseline over the seeds with both values and their 95 % Student-t interval "
+    "[lo, hi]. Each metric has a pre-registered smallest effect of interest e: 0.01 absolute for success, `auc`, "
+    "truncation, acceptance and idle fractions, drawdown; 0.1 tool calls; 5 % of the baseline's mean for "
+    "rollouts-to-threshold, length, entropy, drift and seconds per update. Where the quoted number is a size — "
+    "C1's half the rollouts (a factor of 2), C3's 36 % shorter (3,947 / 2,518 = 1.57), C7's pre-registered 2× — the "
+    "factor's 95 % interval (delta method on the same pairs) is tested against it too. In order: **at the ceiling** "
+    f"(a final success, both arms' mean within ε = {CEILING_EPSILON} of the exact optimum) and **at the floor** (a "
+    "fall, truncation or idle fraction, both arms' mean within ε of 0): nothing is decided; **identical arms** (every "
+    "pair equal); **inconclusive** with fewer than two complete pairs, or for a rollouts-to-threshold measure when "
+    "one arm reached the level on a seed and the other did not (the *pairs* column counts them); **supported** if "
+    "the interval clears e on the paper's side and, where a size is claimed, the factor's interval clears the size; "
+    "**smaller than claimed** if the direction is right but the factor's interval lies below the size; **not "
+    "supported** if the interval clears e on the other side; **negligible** if −e < lo and hi < e (equivalent within "
+    "e); **inconclusive** otherwise. Each decision is a one-sided test at 2.5 % whose p is shown; across the page's "
+    "nine (five on the transformer) confirmatory primaries the p-values are Holm-adjusted, and a decision whose "
+    "adjusted p exceeds 0.025 is reported as inconclusive. Only the primary comparison at the headline is "
+    "confirmatory; every other comparison-setting is **exploratory**: tabulated with its p and its Holm-adjusted p "
+    "over that comparison's settings, and never quoted in a summary. Settings with identical values for both arms "
+    "count once. **This rule was changed after the results it judges had been seen** (issue 30 added the size "
+    "test, the floor, identical arms, the dropped-pair check and Holm to a rule fixed before the first runs); "
+    "every verdict it changed is named in the page's introduction."
 )
-
-
 def figure_names(claim: str) -> tuple[str, str]:
     return f"{claim}.png", f"{claim}_curves.png"
 
@@ -54,20 +74,44 @@ def _headline_numbers(summary: dict) -> str:
     row = summary["table"][headline]
     arms = {a["name"]: a["label"] for a in summary["arms"]}
     arm, baseline, metric = primary["arm"], primary["baseline"], primary["metric"]
-    factor = primary["by_knob"][headline]["factor"]
+    result = primary["by_knob"][headline]
     return (f"{arms[arm]} {fmt_interval(row[arm][metric])} vs {arms[baseline]} "
-            f"{fmt_interval(row[baseline][metric])} ({metric}; factor {fmt(factor, 2)})")
+            f"{fmt_interval(row[baseline][metric])} ({metric}; factor {factor_text(result)}; "
+            f"{pairs_text(result)} pairs)")
 
 
 def _verdict_line(comparison: dict, summary: dict) -> str:
+    """One comparison's verdicts along the knob (settings with identical values counted once)."""
     labels = {k["name"]: k["label"] for k in summary["knob"]}
     groups: dict[str, list[str]] = {}
     for knob, result in comparison["by_knob"].items():
-        groups.setdefault(result["verdict"], []).append(labels[knob])
-    parts = [f"{verdict} at {', '.join(knobs)}" for verdict, knobs in groups.items()]
+        if result.get("same_as"):
+            continue
+        same = [labels[k] for k, r in comparison["by_knob"].items() if r.get("same_as") == knob]
+        label = labels[knob] + (f" (= {', '.join(same)}: identical values)" if same else "")
+        groups.setdefault(result["verdict"], []).append(label)
+    parts = [f"{verdict} at {'; '.join(knobs)}" for verdict, knobs in groups.items()]
     sign = ">" if comparison["direction"] == "greater" else "<"
+    size = f"; claimed factor {comparison['size']:g}" if comparison.get("size") else ""
     return (f"- `{comparison['metric']}`: {comparison['arm']} {sign} {comparison['baseline']} "
-            f"({_quoted(comparison)}; smallest effect {comparison['smallest_effect']}) — {'; '.join(parts)}.")
+            f"({_quoted(comparison)}; smallest effect {comparison['smallest_effect']}{size}) — {' — '.join(parts)}.")
+
+
+def page_verdicts(summaries: list[dict]) -> list[dict[str, object]]:
+    """Holm across the page's confirmatory primaries: per summary, the rule's verdict, its p, the adjusted p
+    and the verdict after Holm (:func:`flashsim.experiments.verdict.with_holm`)."""
+    adjusted = holm([summary["primary"].get("p", float("nan")) for summary in summaries])
+    return [{"rule": summary["primary"]["verdict"], "p": summary["primary"].get("p", float("nan")), "p_holm": p_holm,
+             "verdict": with_holm(summary["primary"]["verdict"], p_holm)}
+            for summary, p_holm in zip(summaries, adjusted)]
+
+
+def verdict_text(decision: dict) -> str:
+    """``**verdict**`` with the rule's outcome where Holm changed it."""
+    text = f"**{decision['verdict']}**"
+    if decision["verdict"] != decision["rule"]:
+        text += f" ({decision['rule']} before Holm)"
+    return text
 
 
 def _quoted(comparison: dict) -> str:
@@ -82,8 +126,8 @@ def _drift_table(summary: dict) -> str:
     if "sequence_kl" not in summary["metrics"]:
         return ""
     arms = summary["arms"]
-    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3, the "
-             "reference implementation's default):", "",
+    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3, this "
+             "project's default; the article gives no δ, the reference implementation's quick-start sets 5e-3):", "",
              "| setting | " + " | ".join(a["label"] for a in arms) + " |", "|---|" + "---|" * len(arms)]
     for knob in summary["knob"]:
         cells = []
@@ -123,7 +167,7 @@ def _dotted(data: dict, prefix: str = "") -> dict[str, object]:
 
 def claim_section(
     design: ClaimDesign, summary: dict, assets: str, discussion: str | None, probes: str = "",
-    figures: tuple[str, ...] | None = None,
+    figures: tuple[str, ...] | None = None, decision: dict | None = None,
 ) -> str:
     """The Markdown section of one claim (figure paths relative to the report; ``probes``: a gradient table;
     ``figures``: the names of :func:`figure_names` that exist, default both)."""
@@ -134,7 +178,8 @@ def claim_section(
     knob_figure, curves_figure = figure_names(design.claim)
     figures = (knob_figure, curves_figure) if figures is None else figures
     primary = summary["primary"]
-    generated = (f"At the headline setting the primary comparison is **{primary['verdict']}** "
+    decision = decision or page_verdicts([summary])[0]
+    generated = (f"At the headline setting the primary comparison is {verdict_text(decision)} "
                  f"(mean difference {fmt_interval(primary['difference'])}).")
     parts = [
         f"## {design.claim} · {design.title}", "",
@@ -142,7 +187,8 @@ def claim_section(
         f"**Question and design.** {design.question}", "",
         _design_block(design),
         f"**Ours (headline, {design.knob_value(design.headline).label}).** {_headline_numbers(summary)}. "
-        f"**Verdict: {primary['verdict']}.**", "",
+        f"**Verdict:** {verdict_text(decision)} (p = {fmt_p(decision['p'])}, Holm-adjusted over the page's "
+        f"primaries {fmt_p(decision['p_holm'])}).", "",
         "Verdicts of every comparison along the knob (paired 95 % CI of arm − baseline; all but the primary "
         "comparison at the headline are exploratory):", "",
         *[_verdict_line(c, summary) for c in summary["comparisons"]], "",
@@ -179,6 +225,19 @@ SIMULATION_ABOUT = (
 )
 """The simulator page's opening paragraphs (what a design is, the rule, the measures, the sources)."""
 
+FOLLOW_UP_TITLE = "Follow-up experiments: C1 at the claimed size, and C1's mechanism"
+FOLLOW_UP_ABOUT = (
+    "Two experiments issue 30 asked for, each pre-registered in `flashsim.experiments.claims` (design, prediction "
+    "and cost committed before its run; the commits are named in the introduction) and run on fresh seeds "
+    "2000–2019. They are not part of `flashsim reproduce all`. Success is the exact expected success of the "
+    "policy; the intervals are over seeds.",
+    RULE.replace("nine (five on the transformer)", "two"),
+    "`rollouts_to_60`/`rollouts_to_70`/`rollouts_to_90` are the rollouts spent until exact success first reaches "
+    "that share of the exact optimum (NaN where a run never does: the *pairs* column counts the seeds where only "
+    "one arm reached it, which makes a verdict inconclusive); `auc` is the area under the success curve per rollout.",
+)
+"""The follow-up page's opening paragraphs."""
+
 
 def write_report(
     designs: list[ClaimDesign], out: Path | str, report: Path | str, *, command: str = "",
@@ -187,36 +246,43 @@ def write_report(
     """Write the report for ``designs`` (summaries and figures already in ``out``) to ``report``.
 
     Figures and tables are copied to ``<report dir>/results/<claim>/``; hand-written discussions are
-    read from ``<report dir>/results/discussion/<claim>.md``. ``title`` and the paragraphs of ``about``
+    read from ``<report dir>/results/discussion/<claim>.md``, and a one-line mechanism for the overview (where
+the page established one) from ``<claim>.mechanism.md`` there; ``summary.md`` there, if present, opens the page
+(what the run found, in a few sentences). ``title`` and the paragraphs of ``about``
     open the page (the transformer claims of ``scale`` give their own).
     """
     report = Path(report)
     assets = report.parent / "results"
     sections = []
-    overview = ["| claim | what | quoted (source) | primary comparison | ours (headline) | verdict |",
-                "|---|---|---|---|---|---|"]
-    for design in designs:
+    overview = ["| claim | what | quoted (source) | primary comparison | ours (headline) | p (Holm) | verdict "
+                "| mechanism, where the page established one |", "|---|---|---|---|---|---|---|---|"]
+    summaries = [json.loads((Path(out) / design.claim / SUMMARY).read_text()) for design in designs]
+    for design, summary, decision in zip(designs, summaries, page_verdicts(summaries)):
         source = Path(out) / design.claim
-        summary = json.loads((source / SUMMARY).read_text())
         target = assets / design.claim
         target.mkdir(parents=True, exist_ok=True)
-        for name in (*figure_names(design.claim), SUMMARY, TABLE, MEANS):
+        for name in (*figure_names(design.claim), SUMMARY, TABLE, MEANS, PER_SEED):
             if (source / name).exists():
                 shutil.copyfile(source / name, target / name)
         discussion_path = assets / "discussion" / f"{design.claim}.md"
         discussion = discussion_path.read_text() if discussion_path.exists() else None
+        mechanism_path = assets / "discussion" / f"{design.claim}.mechanism.md"
+        mechanism = " ".join(mechanism_path.read_text().split()) if mechanism_path.exists() else "—"
         probes = probe_table(design, out) if (Path(out) / probe_design(design).claim).exists() else ""
         figures = tuple(name for name in figure_names(design.claim) if (source / name).exists())
-        sections.append(claim_section(design, summary, assets.name, discussion, probes, figures))
+        sections.append(claim_section(design, summary, assets.name, discussion, probes, figures, decision))
         primary = summary["comparisons"][0]
         overview.append(f"| {design.claim} | {design.title} | {_quoted(primary)} | {summary['primary']['comparison']} "
-                        f"| {_headline_numbers(summary)} | **{summary['primary']['verdict']}** |")
+                        f"| {_headline_numbers(summary)} | {fmt_p(decision['p'])} ({fmt_p(decision['p_holm'])}) "
+                        f"| {verdict_text(decision)} | {mechanism} |")
     profiles = sorted({design.profile for design in designs})
     seeds = sorted({len(design.seeds) for design in designs})
+    findings = assets / "discussion" / "summary.md"
     header = [
         f"# {title}", "",
         "<!-- Generated by flashsim.experiments.report.write_report; edit the designs or "
         "results/discussion/*.md beside this page, not this file. -->", "",
+        *([findings.read_text().strip(), ""] if findings.exists() else []),
         f"Produced by `{command}` (profile{'s' if len(profiles) > 1 else ''} {', '.join(profiles)}; "
         f"{'/'.join(map(str, seeds))} seeds per cell)." if command else
         f"Profile {', '.join(profiles)}; {'/'.join(map(str, seeds))} seeds.", "",

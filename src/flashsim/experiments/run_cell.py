@@ -54,6 +54,8 @@ CELL_METRICS = {
     "rollouts_to_90": "rollouts spent until exact train success first reaches 0.9 × optimum (linear between "
                       "evaluation points; NaN if never within the budget)",
     "rollouts_to_95": "rollouts spent until exact train success first reaches 0.95 × optimum (as rollouts_to_90)",
+    "rollouts_to_60": "rollouts spent until exact train success first reaches 0.6 × optimum (as rollouts_to_90)",
+    "rollouts_to_70": "rollouts spent until exact train success first reaches 0.7 × optimum (as rollouts_to_90)",
     "drawdown": "largest fall of exact train success from its running peak at any evaluation point (the "
                 "collapse of a run that recovers counts too)",
 }
@@ -121,6 +123,8 @@ def run_cell(config: TrainConfig) -> dict[str, object]:
         "auc": area_under_curve(rollouts, success),
         "rollouts_to_90": rollouts_to(rollouts, success, 0.9 * optimum),
         "rollouts_to_95": rollouts_to(rollouts, success, 0.95 * optimum),
+        "rollouts_to_60": rollouts_to(rollouts, success, 0.6 * optimum),
+        "rollouts_to_70": rollouts_to(rollouts, success, 0.7 * optimum),
         "drawdown": drawdown(success),
     }
     assert set(metrics) == set(CELL_METRICS)
