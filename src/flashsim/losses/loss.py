@@ -59,8 +59,8 @@ def flash_reinforce_loss(
         behavior_log_probs: log μ of the same tokens, stored when they were sampled (never recomputed).
         rewards: one scalar reward per trajectory (may be None when ``advantages`` is given).
         action_mask: True on policy tokens; prompt, tool-output and padding slots are False.
-        delta: gate threshold δ on the (mean) sampled-action Bernoulli KL (paper: 3e-3; ``math.inf``
-            admits everything).
+        delta: gate threshold δ on the mean sampled-action Bernoulli KL (flashsim's default; the article gives
+            none, the reference's quick-start script sets 5e-3; ``math.inf`` admits everything).
         gate: one of :data:`GATES`.
         aggregation: one of :data:`AGGREGATIONS` (the paper: ``"sample_mean"``).
         advantages: precomputed ``[B]`` advantages (e.g. centred over the global batch) instead of
