@@ -19,7 +19,8 @@ _LAYERS = ("flashsim.losses", "flashsim.policies", "flashsim.exact", "flashsim.s
 FORBIDDEN = {
     "src/flashsim/losses": ("flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
                             "flashsim.experiments", "flashsim.cli", "toy_envs", "scale", "numpy", "gymnasium"),
-    "toy_envs": ("flashsim", "scale", "torch"),
+    # toy_envs stands alone as a gymnasium package: of flashsim it imports only the foundation validator.
+    "toy_envs": _LAYERS + ("flashsim.config", "flashsim.io", "flashsim.plotting", "scale", "torch"),
     # Foundation modules that every layer (and scale) may use: they import no flashsim layer.
     # validation.py's tensor checks (the losses' inputs) import torch inside the functions, so importing it
     # stays standard-library only: test_validation_imports_no_torch checks that in a fresh process.

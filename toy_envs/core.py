@@ -23,7 +23,8 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from toy_envs.tables import MDPTables, check_int, check_real
+from flashsim.validation import check_int, check_real
+from toy_envs.tables import MDPTables
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _EPISODE_SALT = np.uint64(0xD1B54A32D192ED03)
@@ -97,7 +98,7 @@ class Latency:
 
     def __post_init__(self) -> None:
         for name in ("step_duration", "tool_latency", "tool_latency_sigma", "step_duration_sigma"):
-            check_real(name, getattr(self, name), 0.0, np.inf, open_high=True)
+            check_real(name, getattr(self, name), low=0.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -293,7 +294,7 @@ class TabularVectorEnv(VectorEnv):
 
     def __init__(self, dynamics: TabularDynamics, num_envs: int):
         self._dynamics = dynamics
-        self.num_envs = check_int("num_envs", num_envs, 1)
+        self.num_envs = check_int("num_envs", num_envs, low=1)
         self.single_observation_space = gym.spaces.Discrete(dynamics.tables.num_observations)
         self.single_action_space = gym.spaces.Discrete(dynamics.tables.num_actions)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)

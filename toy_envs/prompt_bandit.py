@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from flashsim.validation import check_int, check_real
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
-from toy_envs.tables import MDPTables, answer_features, check_array, check_int, check_real, split_prompts
+from toy_envs.tables import MDPTables, answer_features, check_array, split_prompts
 
 #: Beta concentration of the per-prompt difficulty (mean ``difficulty``; 4 gives a broad spread).
 DIFFICULTY_CONCENTRATION = 4.0
@@ -40,13 +41,13 @@ class PromptBanditConfig:
     """Seed of the generated probabilities, features and train / held-out split."""
 
     def __post_init__(self) -> None:
-        check_int("num_prompts", self.num_prompts, 1)
-        check_int("num_answers", self.num_answers, 2)
-        check_real("difficulty", self.difficulty, 0.0, 1.0, open_low=True, open_high=True)
-        check_real("wrong_success_ratio", self.wrong_success_ratio, 0.0, 1.0)
-        check_int("feature_dim", self.feature_dim, 1)
-        check_real("heldout_fraction", self.heldout_fraction, 0.0, 1.0, open_high=True)
-        check_int("seed", self.seed, 0)
+        check_int("num_prompts", self.num_prompts, low=1)
+        check_int("num_answers", self.num_answers, low=2)
+        check_real("difficulty", self.difficulty, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False)
+        check_real("wrong_success_ratio", self.wrong_success_ratio, low=0.0, high=1.0)
+        check_int("feature_dim", self.feature_dim, low=1)
+        check_real("heldout_fraction", self.heldout_fraction, low=0.0, high=1.0, high_inclusive=False)
+        check_int("seed", self.seed, low=0)
         if self.success_probs is not None:
             check_array("success_probs", self.success_probs, (None, None), probability=True)
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from flashsim.validation import check_int, check_real
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
-from toy_envs.tables import MDPTables, answer_features, check_array, check_int, check_real, split_prompts
+from toy_envs.tables import MDPTables, answer_features, check_array, split_prompts
 
 #: Gamma shape of the per-prompt thinking scale tau_p (mean ``thinking_scale``; 2 = moderate spread).
 THINKING_SCALE_SHAPE = 2.0
@@ -45,14 +46,14 @@ class ReasoningChainConfig:
     """Seed of the generated curves, features and train / held-out split."""
 
     def __post_init__(self) -> None:
-        check_int("num_prompts", self.num_prompts, 1)
-        check_int("num_answers", self.num_answers, 1)
-        check_int("horizon", self.horizon, 1)
-        check_real("thinking_scale", self.thinking_scale, 0.0, np.inf, open_low=True, open_high=True)
-        check_real("max_success", self.max_success, 0.0, 1.0)
-        check_int("feature_dim", self.feature_dim, 1)
-        check_real("heldout_fraction", self.heldout_fraction, 0.0, 1.0, open_high=True)
-        check_int("seed", self.seed, 0)
+        check_int("num_prompts", self.num_prompts, low=1)
+        check_int("num_answers", self.num_answers, low=1)
+        check_int("horizon", self.horizon, low=1)
+        check_real("thinking_scale", self.thinking_scale, low=0.0, low_inclusive=False)
+        check_real("max_success", self.max_success, low=0.0, high=1.0)
+        check_int("feature_dim", self.feature_dim, low=1)
+        check_real("heldout_fraction", self.heldout_fraction, low=0.0, high=1.0, high_inclusive=False)
+        check_int("seed", self.seed, low=0)
         if self.success_curve is not None:
             check_array("success_curve", self.success_curve, (None, self.horizon), probability=True)
         elif self.correct_answers is not None:

@@ -9,10 +9,9 @@ induction over, so the simulator and the exact gradient can never disagree about
 
 This module holds, in order:
 
-* the argument checks of every toy-env configuration (``check_int``, ``check_real``, ``check_array``):
-  ``TypeError`` for a wrong type, ``ValueError`` for a bad value, messages that say how to fix it.
-  They follow the rules of :mod:`flashsim.validation`, which ``toy_envs`` may not import (it imports
-  neither flashsim nor torch, so that it stands alone as a gymnasium package);
+* ``check_array``, the array check of the toy-env configurations (the scalar ones, ``check_int`` and
+  ``check_real``, are :mod:`flashsim.validation`'s: the one argument validator, standard library only, the
+  one module of flashsim that ``toy_envs`` imports; it imports neither torch nor any flashsim layer);
 * the helpers the toy envs build their tables with (``split_prompts``, ``answer_features``);
 * :class:`MDPTables`;
 * :func:`exact_tables` and :func:`p_table_tables`: exact tables of *other people's* gymnasium envs.
@@ -28,31 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from flashsim.validation import check_int
+
 #: Tolerance for "rows sum to 1" (float64 rounding of generated distributions).
 ROW_SUM_TOLERANCE = 1e-9
-
-
-def check_int(name: str, value: object, minimum: int) -> int:
-    """An integer (not a bool) ``>= minimum``, returned as a Python int."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
-
-
-def check_real(
-    name: str, value: object, low: float, high: float, *, open_low: bool = False, open_high: bool = False
-) -> float:
-    """A finite real number (not a bool) in the interval from ``low`` to ``high``, returned as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
-    ok = bool(np.isfinite(value))
-    ok = ok and (value > low if open_low else value >= low) and (value < high if open_high else value <= high)
-    if not ok:
-        interval = f"{'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
-        raise ValueError(f"{name} must be a number in {interval}, got {value!r}.")
-    return float(value)
 
 
 def check_array(name: str, value: object, shape: tuple[int | None, ...], *, probability: bool = False) -> np.ndarray:
@@ -150,7 +128,7 @@ class MDPTables:
 
     def __post_init__(self) -> None:
         for name in ("horizon", "num_prompts", "num_states", "num_observations", "num_actions"):
-            object.__setattr__(self, name, check_int(f"MDPTables.{name}", getattr(self, name), 1))
+            object.__setattr__(self, name, check_int(f"MDPTables.{name}", getattr(self, name), low=1))
         for name in ("observation_of_state", "next_state", "train_prompts", "heldout_prompts"):
             object.__setattr__(self, name, _as_readonly(getattr(self, name), np.int64))
         for name in ("initial_distribution", "reward", "tool_call", "observation_features"):

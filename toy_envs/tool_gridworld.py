@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from flashsim.validation import check_int, check_real
 from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
-from toy_envs.tables import ROW_SUM_TOLERANCE, MDPTables, check_array, check_int, check_real, split_prompts
+from toy_envs.tables import ROW_SUM_TOLERANCE, MDPTables, check_array, split_prompts
 
 UP, RIGHT, DOWN, LEFT, TOOL = range(5)
 """Action ids: four moves, then the tool call."""
@@ -55,19 +56,19 @@ class ToolGridworldConfig:
     """Seed of the generated candidates, goal probabilities and train / held-out split."""
 
     def __post_init__(self) -> None:
-        check_int("width", self.width, 1)
-        check_int("height", self.height, 1)
-        check_int("horizon", self.horizon, 1)
-        check_int("num_prompts", self.num_prompts, 1)
-        check_int("num_candidates", self.num_candidates, 1)
-        check_real("goal_concentration", self.goal_concentration, 0.0, np.inf, open_low=True, open_high=True)
-        check_real("heldout_fraction", self.heldout_fraction, 0.0, 1.0, open_high=True)
-        check_real("tool_error_rate", self.tool_error_rate, 0.0, 1.0)
+        check_int("width", self.width, low=1)
+        check_int("height", self.height, low=1)
+        check_int("horizon", self.horizon, low=1)
+        check_int("num_prompts", self.num_prompts, low=1)
+        check_int("num_candidates", self.num_candidates, low=1)
+        check_real("goal_concentration", self.goal_concentration, low=0.0, low_inclusive=False)
+        check_real("heldout_fraction", self.heldout_fraction, low=0.0, high=1.0, high_inclusive=False)
+        check_real("tool_error_rate", self.tool_error_rate, low=0.0, high=1.0)
         if self.tool_error_rate > 0 and self.candidates is None and self.num_candidates < 2:
             raise ValueError("tool_error_rate > 0 needs num_candidates >= 2 (a wrong candidate to show).")
-        check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, low=0)
         if self.start is not None:
-            check_int("start", self.start, 0)
+            check_int("start", self.start, low=0)
             if self.start >= self.num_cells:
                 raise ValueError(f"start must be a cell in [0, {self.num_cells}) (row * width + column).")
         Latency(self.step_duration, self.tool_latency, self.tool_latency_sigma)  # validates the latency

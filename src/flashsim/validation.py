@@ -8,8 +8,8 @@ the argument's name, what was expected, what came::
     batch_size must be an int >= 1, got 0
 
 Standard library only at import time, so every layer may import it without pulling in torch (the
-tensor checks of the losses, at the bottom, import torch when they run). ``toy_envs`` (layer 2) must not
-import flashsim; it keeps the one other copy, in ``toy_envs/tables.py``, with the same rules.
+tensor checks of the losses, at the bottom, import torch when they run). ``toy_envs`` imports this module
+and no other of flashsim. At the end: each loss's configurable options and the check of each value.
 """
 
 from __future__ import annotations
