@@ -99,9 +99,12 @@ def test_an_engine_actor_killed_from_outside_is_replaced_and_samples_from_the_cu
                 learner, _ = policy_log_probs(model, batch)
             mask = batch.action_mask
             torch.testing.assert_close(learner[mask], batch.behavior_log_probs[mask], rtol=0, atol=1e-10)
-    # A replacement is sent calls once it is up, with the weights current then: the lag stays as small
-    # after the kill as before (a first call sent while it started would carry the version of the kill).
-    assert max(version - r.trajectory.version for version, rollouts in consumed for r in rollouts) <= 3
+    # A replacement is sent calls once it is up, with the weights current then, so the lag stays small after
+    # the kill: a first call sent while it started would carry the version of the kill, and the other actor
+    # advances the version every ~0.1 s of a multi-second restart. The bound is a timing property, not an
+    # invariant (an actor slowed by a busy machine can hold a call over a few versions; 4 was seen once in a
+    # full parallel suite on 2 cores), so it is set at twice the 3 seen on a quiet machine.
+    assert max(version - r.trajectory.version for version, rollouts in consumed for r in rollouts) <= 6
     per_prompt = {}
     for _, rollouts in consumed:
         for r in rollouts:
