@@ -22,11 +22,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
+pytest.importorskip("tokenizers")
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-SPECIAL_TOKENS = ["<|pad|>", "<|eos|>", "<|user|>", "<|assistant|>"]
+from tests.scale.bpe_tokenizer import bpe_tokenizer  # noqa: E402
+
 REWARD_FILE = '''
 def score(prompt, response, answer):
     """1 when the response's last word is the answer, 0.25 when it is another number, else 0."""
@@ -51,19 +50,6 @@ def _write_jsonl(path, records) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
-def _bpe_tokenizer(corpus: list[str]):
-    """A byte-level BPE ``PreTrainedTokenizerFast`` of 200 tokens with a chat template."""
-    from transformers import PreTrainedTokenizerFast
-
-    core = tokenizers.Tokenizer(tokenizers.models.BPE())
-    core.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = tokenizers.decoders.ByteLevel()
-    core.train_from_iterator(corpus, tokenizers.trainers.BpeTrainer(vocab_size=200, special_tokens=SPECIAL_TOKENS))
-    hf = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|pad|>", eos_token="<|eos|>")
-    hf.chat_template = CHAT_TEMPLATE
-    return hf
-
-
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """A folder as a user has it: ``my_model/``, ``demos.jsonl``, ``prompts.jsonl``, ``test.jsonl``,
@@ -72,7 +58,7 @@ def workdir(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("own_data")
     demos, prompts, test = _records(0, 64), _records(1, 32), _records(2, 16)
-    hf = _bpe_tokenizer([f"{r['prompt'][0]['content']} {r['answer']}" for r in demos + prompts] * 4)
+    hf = bpe_tokenizer([f"{r['prompt'][0]['content']} {r['answer']}" for r in demos + prompts] * 4, vocab_size=200)
     config = LlamaConfig(vocab_size=len(hf), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
                          tie_word_embeddings=True, pad_token_id=hf.pad_token_id, eos_token_id=hf.eos_token_id)

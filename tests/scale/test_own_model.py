@@ -22,11 +22,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
+pytest.importorskip("tokenizers")
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-SPECIAL_TOKENS = ["<|pad|>", "<|eos|>", "<|user|>", "<|assistant|>"]
+from tests.scale.bpe_tokenizer import bpe_tokenizer  # noqa: E402
 
 
 def _question(a: int, b: int) -> str:
@@ -35,19 +33,6 @@ def _question(a: int, b: int) -> str:
 
 def _pairs(seed: int, count: int) -> list[tuple[int, int]]:
     return [tuple(int(x) for x in pair) for pair in np.random.default_rng(seed).integers(1, 50, size=(count, 2))]
-
-
-def _bpe_tokenizer(corpus: list[str]):
-    """A byte-level BPE ``PreTrainedTokenizerFast`` of 250 tokens with a chat template."""
-    from transformers import PreTrainedTokenizerFast
-
-    core = tokenizers.Tokenizer(tokenizers.models.BPE())
-    core.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = tokenizers.decoders.ByteLevel()
-    core.train_from_iterator(corpus, tokenizers.trainers.BpeTrainer(vocab_size=250, special_tokens=SPECIAL_TOKENS))
-    hf = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|pad|>", eos_token="<|eos|>")
-    hf.chat_template = CHAT_TEMPLATE
-    return hf
 
 
 def _write_jsonl(path, pairs) -> None:
@@ -72,7 +57,7 @@ def own_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("own_model")
     pairs = _pairs(0, 96)
     solutions = [f"<calc>{a}+{b}</calc><out>{a + b}</out>#### {a + b}" for a, b in pairs]
-    hf = _bpe_tokenizer([f"{_question(a, b)} {s} ? -" for (a, b), s in zip(pairs, solutions)])
+    hf = bpe_tokenizer([f"{_question(a, b)} {s} ? -" for (a, b), s in zip(pairs, solutions)], vocab_size=250)
     tokenizer = HFTokenizer(hf)
     assert len(tokenizer.encode(CALL_CLOSE)) == 3  # the multi-token stop string vLLM used to refuse
     config = LlamaConfig(vocab_size=len(hf), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
