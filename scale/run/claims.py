@@ -177,21 +177,28 @@ def _c1(base: Config) -> ClaimDesign:
         metrics=("accuracy", "tool_calls_change", "length"))
 
 
+C2_PAPER = ("Qwen2.5-Math: sequence-level admission stayed stable; a token-local version collapsed "
+            "(AMC23 from a 51.9 peak to 26.3) with entropy rising sharply")
+"""The article's result both C2 designs (the verdict run and the collapse test) set beside theirs."""
+
+C2_ARMS = (Arm("sequence_gate", "sequence gate (FlashREINFORCE)", {"train.loss": "flash_reinforce"}),
+           Arm("token_gate", "token-local gate", {"train.loss": "token_gate"}),
+           Arm("no_gate", "no gate (IS ratios only)", {"train.loss": "no_gate"}))
+"""The three gates both C2 designs compare, on the same seeds' warm-ups."""
+
+
 def _c2(base: Config) -> ClaimDesign:
     return _on_task(
         KnobValue(f"tool30_lag{C2_LAG}", f"calculator wrong on 30 %, injected lag L = {C2_LAG}",
                   {"rollout.injected_lag": C2_LAG}, value=C2_LAG),
         claim="C2", title="Sequence gate vs token-local gate vs no gate under injected lag on a transformer",
-        paper="Qwen2.5-Math: sequence-level admission stayed stable; a token-local version collapsed "
-              "(AMC23 from a 51.9 peak to 26.3) with entropy rising sharply",
+        paper=C2_PAPER,
         question=f"The engines sample with the weights of L = {C2_LAG} updates ago (rollout.injected_lag), so "
                  "every trajectory is stale by L; the lag is read in drift (the measured mean sequence KL over δ) "
                  "and in the sequence gate's acceptance rate. Does the sequence gate learn more per rollout than the "
                  "token-local gate, and than no gate?",
         base=base,
-        arms=(Arm("sequence_gate", "sequence gate (FlashREINFORCE)", {"train.loss": "flash_reinforce"}),
-              Arm("token_gate", "token-local gate", {"train.loss": "token_gate"}),
-              Arm("no_gate", "no gate (IS ratios only)", {"train.loss": "no_gate"})),
+        arms=C2_ARMS,
         comparisons=(Comparison("auc", "sequence_gate", "token_gate", "greater",
                                 paper="stable vs collapse (AMC23 51.9 → 26.3)"),
                      Comparison("entropy_final", "sequence_gate", "token_gate", "less",
@@ -210,8 +217,7 @@ def _c2_collapse(base: Config) -> ClaimDesign:
                            {"rollout.injected_lag": lag}, value=lag) for lag in (1, 2))
     return ClaimDesign(
         claim="C2collapse", title="Collapse of the token-local gate vs the sequence gate under injected lag",
-        paper="Qwen2.5-Math: sequence-level admission stayed stable; a token-local version collapsed "
-              "(AMC23 from a 51.9 peak to 26.3) with entropy rising sharply",
+        paper=C2_PAPER,
         question="Collapse is defined before the run (`collapse`: held-out accuracy at least 0.05 below its running "
                  "peak at each of the last two evaluations). Primary: per lag (L = 1, 2), Fisher's exact test, "
                  "one-sided, that the token-local gate collapses in more of the 30 seeds than the sequence gate, "
@@ -220,9 +226,7 @@ def _c2_collapse(base: Config) -> ClaimDesign:
                  "gate and none for the sequence gate — not significant; at L = 2 (about half admitted) more. Cost: 3 "
                  "arms × 2 lags × 30 seeds = 180 runs of 60 updates, about 50 min on 2 cores with --jobs 2.",
         base=base,
-        arms=(Arm("sequence_gate", "sequence gate (FlashREINFORCE)", {"train.loss": "flash_reinforce"}),
-              Arm("token_gate", "token-local gate", {"train.loss": "token_gate"}),
-              Arm("no_gate", "no gate (IS ratios only)", {"train.loss": "no_gate"})),
+        arms=C2_ARMS,
         knob_name="injected lag", knob=knob, headline=knob[0].name, seeds=C2_COLLAPSE_SEEDS, vary_instance=False,
         comparisons=(Comparison("collapse", "sequence_gate", "token_gate", "less", source="article",
                                 paper="stable vs collapse (AMC23 51.9 → 26.3)"),
