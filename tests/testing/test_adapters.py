@@ -6,6 +6,8 @@ Each framework's tests skip when it is not installed (``pip install -e ".[confor
 these are marked slow.
 """
 
+import types
+
 import pytest
 import torch
 
@@ -33,39 +35,200 @@ def _row(framework: str, variant: str):
     return next(row for row in variants(framework) if row.variant == variant)
 
 
-# ---- TRL -------------------------------------------------------------------------------------------------
+# ---- TRL: a real GRPOTrainer ---------------------------------------------------------------------------
+# A tiny float64 Llama built from a config, a BPE tokenizer trained on the spot, and a real
+# ``trl.GRPOTrainer`` that generates and scores one generation batch of B = 6 completions (2 prompts × G = 3)
+# and splits it into STEPS = 2 accumulation microbatches, as its ``_prepare_inputs`` does. For every TRL row
+# the trainer's own ``_compute_loss`` (its settings set by its own ``__init__`` from the row's options) is
+# compared with the adapter given the same batch: loss of each microbatch and gradient of the window's loss
+# with respect to every model parameter, both to rtol = 1e-10 (float64; what is left is the trainer's fused
+# LM head and a plain ``log_softmax`` rounding differently).
 
-def _trl_reference(loss_type, log_probs, batch, advantages, budget=32):
-    """TRL's documented GRPO-family losses, written from its docs: −min(ρA, clip(ρ, 1 ± ε)A), aggregated per type."""
-    mask = batch.action_mask.to(torch.float64)
-    ratio = torch.exp(log_probs - batch.behavior_log_probs)
-    a = advantages[:, None]
-    per_token = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a)
-    if loss_type == "grpo":
-        return ((per_token * mask).sum(-1) / mask.sum(-1)).mean()
-    if loss_type in ("bnpo", "dapo"):
-        return (per_token * mask).sum() / mask.sum()
-    return (per_token * mask).sum() / (mask.shape[0] * budget)  # dr_grpo
+B, G, STEPS = 6, 3, 2
+LENGTHS = [8, 3, 5, 1, 6, 4]
+"""Completion lengths: a random tiny model rarely says EOS, so rows are cut as the trainer pads them."""
 
 
-@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
-def test_the_trl_adapter_reproduces_trls_loss_and_gradient(loss_type):
+@pytest.fixture(scope="module")
+def trl_run(tmp_path_factory):
+    """The tiny model, tokenizer, data set and reward function every TRL trainer below shares."""
     pytest.importorskip("trl")
-    from flashsim.testing.adapters.trl import grpo_loss
+    import datasets
+    import transformers
 
-    batch = _batch()
-    adapter = grpo_loss(loss_type)
-    advantages = adapter.advantages(batch.rewards, batch.group_ids)
-    loss, gradient = _grad(adapter, batch, batch.behavior_log_probs, batch.rewards, batch.action_mask,
-                           batch.group_ids)
-    want, want_gradient = _grad(lambda lp: _trl_reference(loss_type, lp, batch, advantages), batch)
+    from tests.scale.bpe_tokenizer import bpe_tokenizer
+
+    corpus = ["the cat sat on the mat", "a dog ran in the park", "one two three four five"]
+    tokenizer = bpe_tokenizer(corpus * 4, vocab_size=120)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                      max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+                                      eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
+    model = transformers.LlamaForCausalLM(config).to(torch.float64)
+    dataset = datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": text}]} for text in corpus])
+    seen = []
+
+    def reward(completions, completion_ids, **_):
+        """Rewards in {0, ..., 4} from the token ids: groups with and without ties."""
+        seen.append([float(sum(ids) % 5) for ids in completion_ids])
+        return seen[-1]
+
+    return types.SimpleNamespace(model=model, tokenizer=tokenizer, dataset=dataset, reward=reward, rewards=seen,
+                                 out=tmp_path_factory.mktemp("trl"))
+
+
+def _trainer(run, **options):
+    """A real GRPOTrainer (CPU, float64, no reporting) with the row's ``options``, in training mode."""
+    import trl
+
+    options = {"max_completion_length": max(LENGTHS), **options}
+    args = trl.GRPOConfig(output_dir=str(run.out), use_cpu=True, bf16=False, report_to="none", save_strategy="no",
+                          per_device_train_batch_size=B // STEPS, gradient_accumulation_steps=STEPS,
+                          num_generations=G, seed=0, **options)
+    trainer = trl.GRPOTrainer(model=run.model, reward_funcs=run.reward, args=args, train_dataset=run.dataset,
+                              processing_class=run.tokenizer)
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = STEPS  # transformers' training loop sets it each window
+    return trainer
+
+
+def _generate(run, trainer):
+    """One generation batch as the trainer builds it, and the rewards it scored it with."""
+    rows = [run.dataset[prompt] for prompt in range(B // G) for _ in range(G)]
+    inputs = trainer._generate_and_score_completions(rows)
+    return inputs, torch.tensor(run.rewards[-1])
+
+
+def _log_probs(model, inputs, temperature=1.0):
+    """log π of each completion token from the model's plain forward pass (not the trainer's fused head)."""
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    width = inputs["completion_ids"].shape[1]
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, -width - 1:-1] / temperature
+    return logits.log_softmax(-1).gather(-1, inputs["completion_ids"][..., None])[..., 0]
+
+
+@pytest.fixture(scope="module")
+def trl_batch(trl_run):
+    """A generation batch with rows cut to LENGTHS (right-padded with the pad id, mask 0, as TRL pads) and
+    stale behaviour log-probs (log π + N(0, 0.3²) per token), so ratios reach both sides of the clip."""
+    inputs, rewards = _generate(trl_run, _trainer(trl_run))
+    keep = torch.arange(inputs["completion_ids"].shape[1]) < torch.tensor(LENGTHS)[:, None]
+    inputs["completion_ids"] = inputs["completion_ids"].masked_fill(~keep, trl_run.tokenizer.pad_token_id)
+    inputs["completion_mask"] = inputs["completion_mask"] * keep
+    inputs["num_items_in_batch"] = inputs["completion_mask"].sum()
+    with torch.no_grad():
+        noise = 0.3 * torch.randn(keep.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        inputs["old_per_token_logps"] = _log_probs(trl_run.model, inputs) + noise
+    return inputs, rewards
+
+
+def _trainer_and_adapter(run, batch, loss_type, own_log_probs=True):
+    """Losses of each microbatch and the gradient of their sum over the model's parameters: the real trainer's
+    ``_compute_loss`` on its own microbatch split, and the adapter with each microbatch as a shard (the
+    full batch's advantages and token count, STEPS shards). With ``own_log_probs`` the trainer scores tokens
+    with the plain float64 forward pass the adapter is given (its only replaced method, so the rest of
+    ``_compute_loss`` is compared exactly); without, with its own fused LM head, which works in float32."""
+    from trl.trainer.utils import split_tensor_dict
+
+    inputs, rewards = batch
+    row = _row("trl", loss_type)
+    trainer = _trainer(run, **row.options)
+    if own_log_probs:
+        def scored(model, input_ids, attention_mask, logits_to_keep, **_):
+            tokens = {"prompt_ids": input_ids[:, :-logits_to_keep], "completion_ids": input_ids[:, -logits_to_keep:],
+                      "prompt_mask": attention_mask[:, :-logits_to_keep],
+                      "completion_mask": attention_mask[:, -logits_to_keep:]}
+            log_probs = _log_probs(model, tokens, trainer.temperature)
+            return log_probs, torch.zeros_like(log_probs), None
+
+        trainer._get_per_token_logps_and_entropies = scored
+    params = [p for p in run.model.parameters() if p.requires_grad]
+    want = [trainer._compute_loss(run.model, microbatch) for microbatch in split_tensor_dict(inputs, STEPS)]
+    want_gradient = torch.autograd.grad(sum(want), params)
+
+    log_probs = _log_probs(run.model, inputs, trainer.temperature)
+    mask = inputs["completion_mask"].bool()
+    group_ids = torch.arange(B) // G
+    got = []
+    for shard in torch.arange(B).chunk(STEPS):
+        got.append(row(log_probs[shard], inputs["old_per_token_logps"][shard], rewards[shard], mask[shard],
+                       group_ids[shard], advantages=inputs["advantages"][shard], num_sequences=B,
+                       num_tokens=int(mask.sum()), max_tokens=mask.shape[1], num_shards=STEPS))
+    gradient = torch.autograd.grad(sum(got), params)
+    return (torch.stack(got).detach(), torch.cat([g.flatten() for g in gradient]),
+            torch.stack(want).detach(), torch.cat([g.flatten() for g in want_gradient]), trainer)
+
+
+@pytest.mark.parametrize("loss_type", [row.variant for row in variants("trl")])
+def test_the_trl_adapter_reproduces_a_real_grpo_trainers_loss_and_gradient(trl_run, trl_batch, loss_type):
+    from flashsim.testing.adapters.trl import _Trainer
+
+    loss, gradient, want, want_gradient, trainer = _trainer_and_adapter(trl_run, trl_batch, loss_type)
+    assert want.dtype == torch.float64 and float(want_gradient.abs().max()) > 1e-3
     torch.testing.assert_close(loss, want, rtol=1e-12, atol=1e-15)
     torch.testing.assert_close(gradient, want_gradient, rtol=1e-12, atol=1e-15)
-    # TRL's advantages: (R − group mean) / (unbiased group std + 1e-4), or unscaled for dr_grpo.
-    grouped = batch.rewards.view(-1, 2)
-    centred = (grouped - grouped.mean(1, keepdim=True)).flatten()
-    scale = 1.0 if loss_type == "dr_grpo" else grouped.std(1).repeat_interleave(2) + 1e-4
-    torch.testing.assert_close(advantages, torch.nan_to_num(centred / scale))
+    # Every setting the stand-in derives from a GRPOConfig is the one the real trainer's __init__ derives.
+    stand_in = _Trainer(trainer.args, torch.zeros(1), STEPS)
+    own = {"args", "_log_probs", "accelerator", "model", "_metrics"}
+    for name in set(vars(stand_in)) - own:
+        assert getattr(stand_in, name) == getattr(trainer, name), name
+    # End to end, the trainer scoring tokens with its fused LM head (float32 accumulation): float32 agreement.
+    loss, gradient, want, want_gradient, _ = _trainer_and_adapter(trl_run, trl_batch, loss_type, own_log_probs=False)
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(gradient, want_gradient, rtol=1e-5, atol=1e-6)
+
+
+def test_trls_fused_lm_head_hands_the_loss_float32_log_probs_with_zero_padding(trl_run, trl_batch):
+    """What the conformance page says of TRL's ``padding`` and ``precision`` rows: the trainer's own log-probs
+    are float32 whatever the model's dtype (float64 here) and exactly 0 in padding, so NaN padding or bf16
+    log-probs reach ``_compute_loss`` only from a subclass or another log-prob source."""
+    inputs, _ = trl_batch
+    trainer = _trainer(trl_run)
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    with torch.no_grad():
+        log_probs, _, _ = trainer._get_per_token_logps_and_entropies(trl_run.model, ids, mask,
+                                                                     inputs["completion_ids"].shape[1])
+    completion_mask = inputs["completion_mask"].bool()
+    assert log_probs.dtype == torch.float32
+    assert bool((log_probs[~completion_mask] == 0).all()) and bool((log_probs[completion_mask] < 0).all())
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "none"])
+def test_the_trl_adapters_advantages_are_the_real_trainers(trl_run, scale_rewards):
+    """The adapter writes TRL's inline advantage code again (TRL has no function for it): compared here with
+    what ``_generate_and_score_completions`` hands the loss, bit for bit (both float32)."""
+    loss_type = "grpo" if scale_rewards == "group" else "dr_grpo"
+    inputs, rewards = _generate(trl_run, _trainer(trl_run, scale_rewards=scale_rewards))
+    adapter = _row("trl", loss_type)
+    assert adapter.scale_rewards == scale_rewards
+    advantages = adapter.advantages(rewards, torch.arange(B) // G)
+    assert rewards.view(-1, G).std(1).min() < rewards.view(-1, G).std(1).max()  # the batch tells the two apart
+    torch.testing.assert_close(advantages, inputs["advantages"], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("loss_type", "mutation"), [("grpo", "steps"), ("dapo", "tokens")])
+def test_the_real_trainer_comparison_catches_a_stand_in_with_a_wrong_normalisation(trl_run, trl_batch,
+                                                                                   monkeypatch, loss_type, mutation):
+    """The comparison above can fail: a stand-in that forgets the accumulation steps (``grpo`` divides by them)
+    or hands the microbatch's token count for the generation batch's (``dapo`` divides by it) is caught."""
+    from flashsim.testing.adapters import trl as adapter_module
+
+    if mutation == "steps":
+        init = adapter_module._Trainer.__init__
+        monkeypatch.setattr(adapter_module._Trainer, "__init__",
+                            lambda self, args, log_probs, steps: init(self, args, log_probs, 1))
+    else:
+        loss = adapter_module.TRLLoss._loss
+        monkeypatch.setattr(adapter_module.TRLLoss, "_loss",
+                            lambda self, *a, num_tokens, **k: loss(self, *a, num_tokens=None, **k))
+    got, gradient, want, want_gradient, _ = _trainer_and_adapter(trl_run, trl_batch, loss_type)
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(gradient, want_gradient, rtol=1e-10, atol=1e-12)
 
 
 def test_trl_bnpo_declared_as_a_sample_mean_fails_the_gradient_invariants():

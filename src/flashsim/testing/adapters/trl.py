@@ -67,7 +67,8 @@ class _Trainer:
         self.off_policy_mask_threshold = args.off_policy_mask_threshold
         self.top_entropy_quantile = args.top_entropy_quantile
         self.max_completion_length = args.max_completion_length
-        self.use_vllm, self.vllm_importance_sampling_correction = False, False
+        self.use_vllm = False  # one process, no vLLM: the correction below is read only together with use_vllm
+        self.vllm_importance_sampling_correction = args.vllm_importance_sampling_correction
         self.entropy_coef, self.use_adaptive_entropy = args.entropy_coef, args.use_adaptive_entropy
         self._entropy_bonus_enabled = self.entropy_coef != 0.0 or self.use_adaptive_entropy
         self.aux_loss_enabled = False
