@@ -256,25 +256,31 @@ def test_trl_masks_padding_by_multiplying_and_bnpo_is_not_microbatch_invariant()
 
 # ---- verl ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
-def test_the_verl_adapter_reproduces_verls_loss_and_gradient(mode):
-    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
-    from verl.workers.config import ActorConfig
+VERL_ROWS = [("vanilla", mode) for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
+                                             "seq-mean-token-sum-norm", "token-sum")]
+VERL_ROWS += [("gspo", "seq-mean-token-mean"), ("gpg", "token-mean")]
 
-    from flashsim.testing.adapters.verl import policy_loss
+
+@pytest.mark.parametrize(("loss_mode", "mode"), VERL_ROWS)
+def test_the_verl_adapter_reproduces_verls_loss_and_gradient(loss_mode, mode):
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+    from verl.workers.config import ActorConfig, PolicyLossConfig
 
     batch = _batch()
-    adapter = policy_loss(mode)
+    name = f"grpo {mode}" if loss_mode == "vanilla" else f"{loss_mode} {mode}"
+    adapter = _row("verl", name)
     loss, gradient = _grad(adapter, batch, batch.behavior_log_probs, batch.rewards, batch.action_mask,
                            batch.group_ids)
     advantages, _ = core_algos.compute_grpo_outcome_advantage(
         batch.rewards[:, None].expand(batch.action_mask.shape) * batch.action_mask / batch.lengths[:, None],
         batch.action_mask, batch.group_ids.numpy())
-    config = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1)
+    config = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1,
+                         policy_loss=PolicyLossConfig(loss_mode=loss_mode))
+    function = getattr(core_algos, f"compute_policy_loss_{loss_mode}")
 
     def direct(log_probs):
-        return core_algos.compute_policy_loss_vanilla(batch.behavior_log_probs, log_probs, advantages,
-                                                      batch.action_mask, loss_agg_mode=mode, config=config)
+        return function(batch.behavior_log_probs, log_probs, advantages, batch.action_mask, loss_agg_mode=mode,
+                        config=config)
 
     want, want_gradient = _grad(direct, batch)
     torch.testing.assert_close(loss, want, rtol=1e-12, atol=1e-15)

@@ -11,6 +11,7 @@ so the line number is the installed version's) and one sentence on what it means
 from __future__ import annotations
 
 import datetime
+import importlib
 import importlib.util
 import pathlib
 import re
@@ -63,10 +64,17 @@ class Cause:
 
 CAUSES: dict[tuple[str, str, str], Cause] = {
     # (framework, invariant, variant regex) -> cause
+    ("TRL", "padding", r"^gspo$"): Cause(
+        "trl/trainer/grpo_trainer.py",
+        "log_importance_weights = (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)",
+        "the sequence log-ratio is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the loss "
+        "NaN. TRL's own fused LM head writes 0 in padding (tests/testing/test_adapters.py checks it), so this "
+        "bites only a subclass or another source of log-probs."),
     ("TRL", "padding", r"^(grpo|sapo)$"): Cause(
         "trl/trainer/grpo_trainer.py", "loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()",
-        "padding is masked by multiplying, so a NaN or inf log-prob in a padding slot (0 · NaN) makes the loss NaN; "
-        "keep padding log-probs finite (TRL's own forward pass does) or mask with torch.where."),
+        "padding is masked by multiplying, so a NaN or inf log-prob in a padding slot (0 · NaN) makes the loss NaN. "
+        "TRL's own fused LM head writes 0 in padding (tests/testing/test_adapters.py checks it), so this bites only "
+        "a subclass or another source of log-probs; mask with torch.where there."),
     ("TRL", "padding", r"^bnpo$"): Cause(
         "trl/trainer/grpo_trainer.py", "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)",
         "padding is masked by multiplying: a NaN or inf log-prob in a padding slot makes the loss NaN."),
@@ -83,11 +91,14 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
     ("TRL", "precision", r"^vespo$"): Cause(
         "trl/trainer/grpo_trainer.py", "w_seq = torch.exp(log_w_seq)",
         "VESPO's sequence weight is exponentiated at the log-probs' dtype: with bf16 log-probs φ(w) is off by "
-        "more than bf16's own rounding; hand the loss float32 log-probs."),
-    ("TRL", "precision", r"^(grpo|bnpo|dr_grpo|dapo|luspo|sapo|cispo)$"): Cause(
+        "more than bf16's own rounding. TRL's own fused LM head hands the loss float32 log-probs whatever the "
+        "model's dtype (tests/testing/test_adapters.py checks it), so this bites only a subclass that hands it bf16."),
+    ("TRL", "precision", r"^(grpo|bnpo|dr_grpo|dapo|luspo|sapo|cispo|gspo)$"): Cause(
         "trl/trainer/grpo_trainer.py", "coef_1 = torch.exp(log_importance_weights)",
         "the ratio is exponentiated at the log-probs' dtype: with bf16 log-probs it is off by up to a few per cent "
-        "and tokens near 1 ± ε are clipped or not by rounding; hand the loss float32 log-probs."),
+        "and tokens near 1 ± ε are clipped or not by rounding. TRL's own fused LM head hands the loss float32 "
+        "log-probs whatever the model's dtype (tests/testing/test_adapters.py checks it), so this bites only a "
+        "subclass that hands it bf16."),
     ("TRL", "shards", r"^bnpo$"): Cause(
         "trl/trainer/grpo_trainer.py", "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)",
         "bnpo divides by the microbatch's own token count, then by the accumulation steps: with gradient "
@@ -96,6 +107,11 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "verl/trainer/ppo/core_algos.py", "id2mean[idx] = torch.tensor(0.0)",
         "a group of one trajectory gets mean 0 and std 1, so GRPO with one rollout per prompt (n = 1) silently "
         "trains REINFORCE without a baseline (A = R); use n ≥ 2 or a batch baseline."),
+    ("verl", "padding", r"^gspo"): Cause(
+        "verl/trainer/ppo/core_algos.py",
+        "negative_approx_kl_seq = torch.sum(negative_approx_kl * response_mask, dim=-1) / seq_lengths",
+        "GSPO's sequence log-ratio is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the "
+        "loss NaN."),
     ("verl", "padding", r"seq-mean-token-sum|loss_scale_factor"): Cause(
         "verl/trainer/ppo/core_algos.py", "seq_losses = torch.sum(loss_mat * loss_mask, dim=-1)  # token-sum",
         "the seq-mean modes mask by multiplying (token-mean uses masked_sum's torch.where), so a NaN or inf "
@@ -116,6 +132,11 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "verl/trainer/ppo/rollout_corr_helper.py", "log_ratio: torch.Tensor = old_log_prob - rollout_log_prob",
         "the rollout-correction statistics are computed at the log-probs' dtype: in bf16 sequences near the "
         "rejection threshold are kept or rejected by rounding; keep log-probs in float32."),
+    ("OpenRLHF", "padding", r"gspo"): Cause(
+        "openrlhf/models/loss.py",
+        "ratio = (log_ratio * action_mask).sum(dim=-1) / action_mask.sum(dim=-1).clamp(min=1)",
+        "GSPO's sequence log-ratio is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the "
+        "loss NaN."),
     ("OpenRLHF", "padding", r"per-sample|^flash_reinforce"): Cause(
         "openrlhf/models/loss.py", "seq_loss = (loss * loss_mask).sum(dim=-1) / (token_counts + 1e-8)",
         "padding is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the loss NaN."),
@@ -255,6 +276,12 @@ def render(rows: Sequence[Row], *, max_examples: int, command: str) -> str:
             f"**For users:** {cause.meaning}" if cause else "", "",
             "```text", result.message, "minimal counterexample:", result.counterexample, "```", "",
         ]
+    lines += ["## Variants without a row", ""]
+    for framework in FRAMEWORKS:
+        module = importlib.import_module(f"flashsim.testing.adapters.{framework}")
+        lines += [f"- {variants(framework)[0].framework} {names}: {why}."
+                  for names, why in getattr(module, "NOT_IN_TABLE", {}).items()]
+    lines.append("")
     not_run = [row for row in rows if row.report is None]
     if not_run:
         lines += ["## Not run", ""] + [f"- {row.framework} {row.variant}: {row.note}" for row in not_run] + [""]

@@ -11,6 +11,7 @@ Aggregation (the weight ``u_i`` every policy token of trajectory i gets, :data:`
 - ``sample_mean`` ``1/(B·T_i)``; ``token_mean`` ``1/Σ_j T_j``; ``seq_mean_token_sum`` ``1/B``;
 - ``seq_mean_token_sum_norm`` ``1/(B·T)`` with T the batch's width (verl's default horizon);
 - ``constant:N`` ``1/(B·N)`` with a fixed N (Dr. GRPO's generation budget, TRL's ``dr_grpo``);
+- ``token_sum`` ``1``: no normalisation (verl's ``token-sum``; declared here only, no registry loss uses it);
 - the trainers' names: verl's ``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum``,
   ``seq-mean-token-sum-norm``; TRL's ``trl:grpo``, ``trl:bnpo``, ``trl:dapo`` (``trl:dr_grpo`` needs
   its budget: write ``constant:N``).
@@ -39,7 +40,7 @@ LINEAR_ESTIMATORS = ("batch_mean", "group_mean", "rloo", "none")
 
 ALIASES = {
     "token-mean": "token_mean", "seq-mean-token-mean": "sample_mean", "seq-mean-token-sum": "seq_mean_token_sum",
-    "seq-mean-token-sum-norm": "seq_mean_token_sum_norm",
+    "seq-mean-token-sum-norm": "seq_mean_token_sum_norm", "token-sum": "token_sum",
     "trl:grpo": "sample_mean", "trl:bnpo": "token_mean", "trl:dapo": "token_mean",
 }
 """verl's ``loss_agg_mode`` and TRL's ``loss_type`` names of the aggregations."""
@@ -68,6 +69,8 @@ class Declared:
 
     def weights(self, action_mask: Tensor, *, dtype: torch.dtype = torch.float64) -> Tensor:
         """``u_i`` on the policy tokens of row i, 0 on padding. Shape ``[B, T]``."""
+        if self.aggregation == "token_sum":
+            return action_mask.to(dtype)
         return token_weights(action_mask, self.aggregation, dtype=dtype, max_tokens=self.budget)
 
     def advantages(self, rewards: Tensor, group_ids: Tensor) -> Tensor:
@@ -90,8 +93,8 @@ def parse_aggregation(text: str) -> tuple[str, int | None]:
             raise ValueError(f"aggregation constant:N needs an integer N ≥ 1, got {text!r}")
         return "seq_mean_token_sum_norm", int(count)
     mode = ALIASES.get(text, text)
-    if mode not in AGGREGATIONS:
-        valid = ", ".join([*AGGREGATIONS, "constant:N", *ALIASES])
+    if mode not in (*AGGREGATIONS, "token_sum"):
+        valid = ", ".join([*AGGREGATIONS, "token_sum", "constant:N", *ALIASES])
         hint = "; trl:dr_grpo divides by B × max_completion_length: write constant:N" if text == "trl:dr_grpo" else ""
         raise ValueError(f"aggregation {text!r} is not one of {valid}{hint}")
     return mode, None

@@ -52,6 +52,8 @@ class OpenRLHFLoss(Adapter):
     def __post_init__(self) -> None:
         self.advantage_estimator = self.options.pop("advantage_estimator", "group_norm")
         self.gated = self.options.get("is_correction_level", "off") != "off"
+        if self.options.get("policy_loss_type") == "gspo":
+            self.off_policy_rule = "GSPO clips the sequence's length-normalised ratio, not GRPO's token ratio"
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         rewards = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
@@ -77,13 +79,15 @@ class OpenRLHFLoss(Adapter):
 
 
 def variants() -> list[OpenRLHFLoss]:
-    """PPO-clip GRPO (token- and sample-level), Dr. GRPO's estimator, and the FlashREINFORCE gate."""
+    """PPO-clip GRPO (token- and sample-level), GSPO, Dr. GRPO's estimator, and the FlashREINFORCE gate."""
     grpo = {"clip_eps_low": 0.2, "clip_eps_high": 0.2}
     return [
         OpenRLHFLoss("group_norm ppo token_level_loss", "grpo", "token_mean", "group_mean_std", std_eps=1e-9,
                      contiguous_groups=True, options=dict(grpo, token_level_loss=True)),
         OpenRLHFLoss("group_norm ppo per-sample", "grpo", "sample_mean", "group_mean_std", std_eps=1e-9,
                      contiguous_groups=True, options=dict(grpo, token_level_loss=False)),
+        OpenRLHFLoss("group_norm gspo", "grpo", "sample_mean", "group_mean_std", std_eps=1e-9,
+                     contiguous_groups=True, options=dict(grpo, policy_loss_type="gspo")),  # GSPO forces per-sample
         OpenRLHFLoss("dr_grpo ppo token_level_loss", "grpo", "token_mean", "group_mean",
                      contiguous_groups=True, options=dict(grpo, token_level_loss=True, advantage_estimator="dr_grpo")),
         OpenRLHFLoss("flash_reinforce seq binary_kl gate", "flash_reinforce", "sample_mean", "batch_mean",
@@ -107,4 +111,12 @@ def policy_loss(**options) -> OpenRLHFLoss:
                         contiguous_groups=not gated, options={**options, "advantage_estimator": estimator})
 
 
-__all__ = ["OpenRLHFLoss", "policy_loss", "policy_loss_class", "variants"]
+NOT_IN_TABLE = {
+    "is_correction_level=seq with is_correction_gating=tv or ratio": "sequence gates on the total variation or the "
+                                                                     "mean ratio instead of the Bernoulli KL: not yet "
+                                                                     "declared",
+}
+"""OpenRLHF 0.11.2 ``PolicyLoss`` options that make a GRPO or FlashREINFORCE variant without a row, and why."""
+
+
+__all__ = ["NOT_IN_TABLE", "OpenRLHFLoss", "policy_loss", "policy_loss_class", "variants"]

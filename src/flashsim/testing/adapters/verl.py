@@ -26,7 +26,14 @@ BUDGET = 32
 """``loss_scale_factor`` of the Dr. GRPO row with a fixed normaliser."""
 
 MODES = {"token-mean": "token_mean", "seq-mean-token-mean": "sample_mean", "seq-mean-token-sum": "seq_mean_token_sum",
-         "seq-mean-token-sum-norm": "seq_mean_token_sum_norm"}
+         "seq-mean-token-sum-norm": "seq_mean_token_sum_norm", "token-sum": "token_sum"}
+
+OWN_OFF_POLICY = {
+    "bypass_mode": "verl's rollout correction gates on a k3 KL estimate (seq_mean_k3) and truncates token IS weights, "
+                   "not FlashREINFORCE's Bernoulli-KL gate",
+    "gspo": "GSPO clips the sequence's length-normalised ratio, not GRPO's token ratio",
+    "gpg": "GPG is −A·log π with no importance ratio: off-policy data is used as if on-policy, by design",
+}
 
 
 def actor_config(**fields):
@@ -57,9 +64,7 @@ class VerlLoss(Adapter):
         self.loss_agg_mode = self.options.get("loss_agg_mode", "token-mean")
         self.loss_mode = self.options.get("loss_mode", "vanilla")
         self.norm_by_std = self.options.get("norm_adv_by_std_in_grpo", True)
-        if self.loss_mode == "bypass_mode":
-            self.off_policy_rule = ("verl's rollout correction gates on a k3 KL estimate (seq_mean_k3) and truncates "
-                                    "token IS weights, not FlashREINFORCE's Bernoulli-KL gate")
+        self.off_policy_rule = OWN_OFF_POLICY.get(self.loss_mode)
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         scores = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
@@ -95,9 +100,14 @@ def _row(name: str, algorithm: str, estimator: str, aggregation: str, **options)
 
 
 def variants() -> list[VerlLoss]:
-    """GRPO with every ``loss_agg_mode`` verl documents for it, Dr. GRPO, and the FlashREINFORCE-like
-    REINFORCE with rollout correction (``bypass_mode``, sequence rejection)."""
+    """GRPO with every ``loss_agg_mode``, Dr. GRPO, GSPO and GPG (with the aggregation their docstrings
+    recommend), and the FlashREINFORCE-like REINFORCE with rollout correction (``bypass_mode``, sequence
+    rejection). The other registered policy losses are listed in :data:`NOT_IN_TABLE`."""
     rows = [_row(f"grpo {mode}", "grpo", "group_mean_std", MODES[mode], loss_agg_mode=mode) for mode in MODES]
+    rows.append(_row("gspo seq-mean-token-mean", "grpo", "group_mean_std", "sample_mean",
+                     loss_agg_mode="seq-mean-token-mean", loss_mode="gspo"))
+    rows.append(_row("gpg token-mean", "grpo", "group_mean_std", "token_mean", loss_agg_mode="token-mean",
+                     loss_mode="gpg"))
     rows.append(_row("dr_grpo seq-mean-token-sum-norm", "grpo", "group_mean", "seq_mean_token_sum_norm",
                      loss_agg_mode="seq-mean-token-sum-norm", norm_adv_by_std_in_grpo=False))
     rows.append(_row(f"dr_grpo loss_scale_factor={BUDGET}", "grpo", "group_mean", f"constant:{BUDGET}",
@@ -121,4 +131,16 @@ def policy_loss(loss_agg_mode: str = "token-mean", **options) -> VerlLoss:
     return _row(f"grpo {loss_agg_mode}", "grpo", estimator, aggregation, loss_agg_mode=loss_agg_mode, **options)
 
 
-__all__ = ["VerlLoss", "policy_loss", "variants"]
+NOT_IN_TABLE = {
+    "sapo, geo_mean (GMPO)": "their on-policy gradient is not GRPO's by design (SAPO's soft gate, GMPO's geometric "
+                             "mean of ratios): they need their own expected gradient, not yet written",
+    "cispo, dppo_tv, dppo_kl": "their off-policy weightings and padding behaviour need their own cause lines, "
+                               "not yet written",
+    "clip_cov, kl_cov": "they select tokens by the batch's covariance (a random subset for clip_cov), so "
+                        "permutation and shard invariance fail by design",
+    "dro": "it needs policy_loss.dro_beta, and its regularised objective is not a GRPO surrogate",
+}
+"""verl 0.9.1's registered policy losses the table does not have a row for, and why."""
+
+
+__all__ = ["NOT_IN_TABLE", "OWN_OFF_POLICY", "VerlLoss", "policy_loss", "variants"]
