@@ -184,3 +184,24 @@ def test_the_cli_calls_a_factory_with_its_options(capsys):
 def test_the_cli_rejects_a_bad_option_with_status_two(capsys):
     assert main(["check-loss", "flashsim.losses:get_loss", "--option", "grpo"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def _token_sum_loss(log_probs, behavior_log_probs, rewards, action_mask, group_ids, *, advantages=None, **_):
+    """verl's ``token-sum``: −ρ·A summed over every policy token, no normalisation (group-centred advantages)."""
+    adv = group_centered(rewards, group_ids) if advantages is None else advantages
+    ratio = torch.where(action_mask, log_probs - behavior_log_probs.detach(), 0.0).exp()
+    return torch.where(action_mask, -ratio * adv[:, None], 0.0).sum()
+
+
+@pytest.mark.slow  # shrinking the wrong declaration's counterexample takes seconds
+def test_a_token_sum_loss_passes_declared_as_token_sum_and_fails_as_token_mean():
+    assert parse_aggregation("token-sum") == ("token_sum", None)
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    assert torch.equal(Declared("token_sum", "group_mean").weights(mask), mask.double())
+    names = ["on_policy_gradient", "length_normalisation"]
+    right = check_loss(_token_sum_loss, algorithm="grpo", aggregation="token-sum", estimator="group_mean",
+                       invariants=names, max_examples=EXAMPLES)
+    assert right.passed, str(right)
+    wrong = check_loss(_token_sum_loss, algorithm="grpo", aggregation="token_mean", estimator="group_mean",
+                       invariants=["on_policy_gradient"], max_examples=EXAMPLES)
+    assert wrong["on_policy_gradient"].failed, str(wrong)
