@@ -258,7 +258,8 @@ def test_trl_masks_padding_by_multiplying_and_bnpo_is_not_microbatch_invariant()
 
 VERL_ROWS = [("vanilla", mode) for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
                                              "seq-mean-token-sum-norm", "token-sum")]
-VERL_ROWS += [("gspo", "seq-mean-token-mean"), ("gpg", "token-mean")]
+VERL_ROWS += [("gspo", "seq-mean-token-mean")]
+VERL_ROWS += [(loss_mode, "token-mean") for loss_mode in ("gpg", "cispo", "dppo_tv", "dppo_kl")]
 
 
 @pytest.mark.parametrize(("loss_mode", "mode"), VERL_ROWS)

@@ -107,6 +107,26 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "verl/trainer/ppo/core_algos.py", "id2mean[idx] = torch.tensor(0.0)",
         "a group of one trajectory gets mean 0 and std 1, so GRPO with one rollout per prompt (n = 1) silently "
         "trains REINFORCE without a baseline (A = R); use n ≥ 2 or a batch baseline."),
+    ("verl", "constant_rewards", r""): Cause(
+        "verl/trainer/ppo/core_algos.py", "scores[i] = (scores[i] - id2mean[index[i]]) / (id2std[index[i]] + epsilon)",
+        "a group of equal non-binary rewards divides the rounding noise of its mean by a std that is 0 + ε (1e-6): "
+        "the advantages are that noise × 1e6 instead of 0 (1e-10 here in float64, seen only where token-sum does not "
+        "divide it by the token count; eight float32 rewards of 0.7 get advantages of ±0.056); centre exactly or "
+        "skip groups whose rewards are all equal."),
+    ("verl", "padding", r"^cispo"): Cause(
+        "verl/trainer/ppo/core_algos.py", "pg_losses = -clipped_ratio_sg * advantages * log_prob",
+        "token-mean masks the loss with torch.where, but a padding slot's gradient is its (detached) ratio × A × 0, "
+        "and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is finite."),
+    ("verl", "padding", r"^dppo_tv"): Cause(
+        "verl/trainer/ppo/core_algos.py", "pg_losses = -advantages * truncated_ratio * log_prob * valid_mask",
+        "token-mean masks the loss with torch.where, but a padding slot's gradient is its (detached) ratio × A × 0, "
+        "and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is finite.",
+        within="def compute_policy_loss_dppo_tv("),
+    ("verl", "padding", r"^dppo_kl"): Cause(
+        "verl/trainer/ppo/core_algos.py", "pg_losses = -advantages * truncated_ratio * log_prob * valid_mask",
+        "token-mean masks the loss with torch.where, but a padding slot's gradient is its (detached) ratio × A × 0, "
+        "and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is finite.",
+        within="def compute_policy_loss_dppo_kl("),
     ("verl", "padding", r"^gspo"): Cause(
         "verl/trainer/ppo/core_algos.py",
         "negative_approx_kl_seq = torch.sum(negative_approx_kl * response_mask, dim=-1) / seq_lengths",

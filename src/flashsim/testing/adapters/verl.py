@@ -33,6 +33,9 @@ OWN_OFF_POLICY = {
                    "not FlashREINFORCE's Bernoulli-KL gate",
     "gspo": "GSPO clips the sequence's length-normalised ratio, not GRPO's token ratio",
     "gpg": "GPG is −A·log π with no importance ratio: off-policy data is used as if on-policy, by design",
+    "cispo": "CISPO weighs tokens by the detached clipped ratio, not GRPO's PPO clip",
+    "dppo_tv": "DPPO drops tokens whose probability moved more than ε (total variation), not GRPO's ratio clip",
+    "dppo_kl": "DPPO drops tokens whose binary KL exceeds ε, not GRPO's ratio clip",
 }
 
 
@@ -100,14 +103,14 @@ def _row(name: str, algorithm: str, estimator: str, aggregation: str, **options)
 
 
 def variants() -> list[VerlLoss]:
-    """GRPO with every ``loss_agg_mode``, Dr. GRPO, GSPO and GPG (with the aggregation their docstrings
-    recommend), and the FlashREINFORCE-like REINFORCE with rollout correction (``bypass_mode``, sequence
+    """GRPO with every ``loss_agg_mode``, Dr. GRPO, GSPO, GPG, CISPO and DPPO (with the aggregation their
+    docstrings recommend), and the FlashREINFORCE-like REINFORCE with rollout correction (``bypass_mode``, sequence
     rejection). The other registered policy losses are listed in :data:`NOT_IN_TABLE`."""
     rows = [_row(f"grpo {mode}", "grpo", "group_mean_std", MODES[mode], loss_agg_mode=mode) for mode in MODES]
     rows.append(_row("gspo seq-mean-token-mean", "grpo", "group_mean_std", "sample_mean",
                      loss_agg_mode="seq-mean-token-mean", loss_mode="gspo"))
-    rows.append(_row("gpg token-mean", "grpo", "group_mean_std", "token_mean", loss_agg_mode="token-mean",
-                     loss_mode="gpg"))
+    rows += [_row(f"{mode} token-mean", "grpo", "group_mean_std", "token_mean", loss_agg_mode="token-mean",
+                  loss_mode=mode) for mode in ("gpg", "cispo", "dppo_tv", "dppo_kl")]
     rows.append(_row("dr_grpo seq-mean-token-sum-norm", "grpo", "group_mean", "seq_mean_token_sum_norm",
                      loss_agg_mode="seq-mean-token-sum-norm", norm_adv_by_std_in_grpo=False))
     rows.append(_row(f"dr_grpo loss_scale_factor={BUDGET}", "grpo", "group_mean", f"constant:{BUDGET}",
@@ -134,8 +137,6 @@ def policy_loss(loss_agg_mode: str = "token-mean", **options) -> VerlLoss:
 NOT_IN_TABLE = {
     "sapo, geo_mean (GMPO)": "their on-policy gradient is not GRPO's by design (SAPO's soft gate, GMPO's geometric "
                              "mean of ratios): they need their own expected gradient, not yet written",
-    "cispo, dppo_tv, dppo_kl": "their off-policy weightings and padding behaviour need their own cause lines, "
-                               "not yet written",
     "clip_cov, kl_cov": "they select tokens by the batch's covariance (a random subset for clip_cov), so "
                         "permutation and shard invariance fail by design",
     "dro": "it needs policy_loss.dro_beta, and its regularised objective is not a GRPO surrogate",
