@@ -40,6 +40,12 @@ OWN_OFF_POLICY = {
     "gspo": "GSPO clips the sequence's length-normalised ratio, not GRPO's token ratio",
 }
 
+NOT_IN_TABLE = {
+    "off_policy_mask_threshold": "DeepSeek-V3.2's off-policy sequence mask (a one-sided KL gate on "
+                                 "negative-advantage sequences) needs its own declaration, not yet written",
+}
+"""TRL 1.16 options that make a GRPO variant the table does not have a row for, and why."""
+
 
 class _Accelerator:
     """One process: gathers and reductions are the identity."""
@@ -183,11 +189,4 @@ def grpo_loss(loss_type: str = "grpo", **options) -> TRLLoss:
     raise ValueError(f"loss_type {loss_type!r} is not one of {', '.join(r.loss_type for r in variants())}")
 
 
-NOT_IN_TABLE = {
-    "off_policy_mask_threshold": "DeepSeek-V3.2's off-policy sequence mask (a one-sided KL gate on "
-                                 "negative-advantage sequences) needs its own declaration, not yet written",
-}
-"""TRL 1.16 options that make a GRPO variant the table does not have a row for, and why."""
-
-
-__all__ = ["NOT_IN_TABLE", "TRLLoss", "grpo_loss", "variants"]
+__all__ = ["TRLLoss", "grpo_loss", "variants"]
