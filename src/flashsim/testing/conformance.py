@@ -166,11 +166,14 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
     ("OpenRLHF", "precision", r"^group_norm|^dr_grpo"): Cause(
         "openrlhf/models/loss.py", "ratio = policy_log_ratio.exp()",
         "the PPO ratio is exponentiated at the log-probs' dtype: with bf16 log-probs tokens near 1 ± ε are "
-        "clipped or not by rounding; keep log-probs in float32."),
+        "clipped or not by rounding. OpenRLHF's own actor casts its logits to float32 before the log-probs "
+        "(openrlhf/models/actor.py), so this bites only another source of log-probs; keep them in float32."),
     ("OpenRLHF", "precision", r"^flash_reinforce"): Cause(
         "openrlhf/models/loss.py", "p = rollout_log_probs.exp().clamp(1e-6, 1 - 1e-6)",
         "the gate's Bernoulli KL and the IS ratio are computed at the input dtype: in bf16 trajectories near δ "
-        "are admitted or rejected by rounding; promote the log-probs to float32 before the gate."),
+        "are admitted or rejected by rounding. OpenRLHF's own actor casts its logits to float32 before the "
+        "log-probs (openrlhf/models/actor.py) and vLLM returns float32 rollout log-probs, so this bites only "
+        "another source of log-probs; promote them to float32 before the gate."),
     ("OpenRLHF", "single_rollout_groups", r"^group_norm"): Cause(
         "openrlhf/trainer/ppo_utils/experience_maker.py",
         "rewards = (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) + 1e-9)",
