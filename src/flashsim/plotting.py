@@ -4,7 +4,7 @@
 against the learner update, with an optional second metric dashed on the same axes. The panels are
 data (:class:`CurvePanel`): :data:`SIMULATOR_PANELS` are those of ``flashsim train`` and ``flashsim demo``
 (success, reward, gate acceptance, sequence KL, lag, entropy); ``scale`` passes its own
-(``scale.run.trainer.PANELS``), so a simulated run and an LLM run are drawn by one function.
+(``scale.run.trainer.SCALE_PANELS``), so a simulated run and an LLM run are drawn by one function.
 """
 
 from __future__ import annotations
