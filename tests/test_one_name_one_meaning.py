@@ -9,10 +9,12 @@ top-level ``if``/``try`` blocks. What does not count as a definition:
   reader meets each one inside one file only (docs/design.md, "One name, one meaning");
 - type variables (``T = TypeVar("T")``): a placeholder of one module's signatures;
 - :data:`PROTOCOLS`: a name that a family of sibling modules each define by contract, with one meaning
-  (``configure`` / ``run`` of every ``flashsim`` subcommand module, ``main`` of a runnable module).
+  (``configure`` / ``run`` of every ``flashsim`` subcommand module, ``variants`` / ``policy_loss`` of every
+  framework adapter, ``main`` of a runnable module).
 
-Config keys: a field name of a config dataclass that is also a field of a config of the other tree is a key
-that a reader meets in two places; :data:`SHARED_CONFIG_KEYS` states the one meaning of each.
+Config keys: a key name (a field's own name) used by more than one of the simulator's ``TrainConfig``,
+``flashsim variance``'s ``SweepConfig`` and ``scale``'s ``Config``, or by two sections of one of them, is met
+in two places; :data:`SHARED_CONFIG_KEYS` states the one meaning of each.
 """
 
 from __future__ import annotations
@@ -157,16 +159,44 @@ def config_keys(config: type, prefix: str = "") -> list[str]:
     return keys
 
 
+def shared_key_names(configs: dict[str, type]) -> dict[str, list[str]]:
+    """Key names used more than once across ``configs`` (label → config dataclass) → where each is used."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for label, config in configs.items():
+        for key in config_keys(config):
+            where[key.rsplit(".", 1)[-1]].append(f"{label}: {key}")
+    return {name: keys for name, keys in where.items() if len(keys) > 1}
+
+
 def test_a_config_key_name_in_two_places_has_one_stated_meaning():
     from flashsim.sim.config import TrainConfig
     from flashsim.variance.sweep import SweepConfig
     from scale.run.config import Config
 
-    where: dict[str, list[str]] = defaultdict(list)
-    for tree, config in (("flashsim train", TrainConfig), ("flashsim variance", SweepConfig), ("scale", Config)):
-        for key in config_keys(config):
-            where[key.rsplit(".", 1)[-1]].append(f"{tree}: {key}")
-    shared = {name: keys for name, keys in where.items() if len(keys) > 1}
+    shared = shared_key_names({"flashsim train": TrainConfig, "flashsim variance": SweepConfig, "scale": Config})
     unstated = {name: keys for name, keys in shared.items() if name not in SHARED_CONFIG_KEYS}
     assert not unstated, f"config key names in two places without a stated meaning (rename, or state it): {unstated}"
     assert set(SHARED_CONFIG_KEYS) <= set(shared), f"no longer shared: {set(SHARED_CONFIG_KEYS) - set(shared)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Warmup:
+    steps: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    warmup: _Warmup | None = None
+    mode: str = "sync"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sweep:
+    mode: str = "grid"
+    steps: int = 2
+
+
+def test_a_key_name_in_two_configs_or_two_sections_is_found_with_where_it_is():
+    assert config_keys(_Run) == ["warmup.steps", "mode"]
+    assert shared_key_names({"run": _Run, "sweep": _Sweep}) == {
+        "steps": ["run: warmup.steps", "sweep: steps"], "mode": ["run: mode", "sweep: mode"]}
