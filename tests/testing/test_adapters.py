@@ -233,24 +233,24 @@ def test_the_real_trainer_comparison_catches_a_stand_in_with_a_wrong_normalisati
 
 def test_trl_bnpo_declared_as_a_sample_mean_fails_the_gradient_invariants():
     pytest.importorskip("trl")
-    from flashsim.testing.adapters.trl import grpo_loss
+    from flashsim.testing.adapters.trl import policy_loss
 
     names = ["on_policy_gradient", "length_normalisation"]
-    right = check_loss(grpo_loss("bnpo"), invariants=names, max_examples=10)
+    right = check_loss(policy_loss("bnpo"), invariants=names, max_examples=10)
     assert right.passed, str(right)
-    wrong = check_loss(grpo_loss("bnpo"), aggregation="trl:grpo", invariants=names, max_examples=10)
+    wrong = check_loss(policy_loss("bnpo"), aggregation="trl:grpo", invariants=names, max_examples=10)
     assert {r.name for r in wrong.failures} == set(names), str(wrong)
 
 
 def test_trl_masks_padding_by_multiplying_and_bnpo_is_not_microbatch_invariant():
     pytest.importorskip("trl")
-    from flashsim.testing.adapters.trl import grpo_loss
+    from flashsim.testing.adapters.trl import policy_loss
 
-    report = check_loss(grpo_loss("grpo"), invariants=["padding"], max_examples=20)
+    report = check_loss(policy_loss("grpo"), invariants=["padding"], max_examples=20)
     assert report["padding"].failed and "non-finite" in report["padding"].message
-    bnpo = check_loss(grpo_loss("bnpo"), invariants=["shards"], max_examples=30)
+    bnpo = check_loss(policy_loss("bnpo"), invariants=["shards"], max_examples=30)
     assert bnpo["shards"].failed, str(bnpo)
-    dapo = check_loss(grpo_loss("dapo"), invariants=["shards"], max_examples=30)
+    dapo = check_loss(policy_loss("dapo"), invariants=["shards"], max_examples=30)
     assert dapo.passed, str(dapo)
 
 
