@@ -121,9 +121,14 @@ def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
     from scale.rollouts.tokenizer import HFTokenizer
     from scale.run.warmup import warmup
 
-    model_dir = out / "model"
-    if (model_dir / "config.json").exists():
+    model_dir, stamp = out / "model", out / "assets.json"
+    built_with = {"prompt": PROMPT, "digits": DIGITS, "eval_prompts": EVAL_PROMPTS,
+                  "warmup": [warmup_steps, WARMUP_BATCH, WARMUP_LR]}
+    if stamp.exists() and json.loads(stamp.read_text()) == built_with:
         return out
+    if out.exists() and any(out.iterdir()):  # another task's or a half-built model must not be measured
+        raise ValueError(f"--out: {out} holds assets built with other settings (or none finished); "
+                         "give another --out")
     torch.set_num_threads(1)  # a tiny model: more threads only contend (the arms run in their own processes)
     out.mkdir(parents=True, exist_ok=True)
     train, test = _problems()
@@ -153,6 +158,7 @@ def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
                                                pad_token_id=hf.pad_token_id)
     model.save_pretrained(model_dir)
     hf.save_pretrained(model_dir)
+    stamp.write_text(json.dumps(built_with))
     return out
 
 
