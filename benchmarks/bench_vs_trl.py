@@ -1,7 +1,7 @@
 """Side by side with TRL's ``GRPOTrainer``: one model, task, evaluation set and budget; flashsim's CLI against TRL.
 
     python benchmarks/bench_vs_trl.py                      # 3 seeds × 2 learning rates × 4 arms, table into
-                                                           # docs/performance.md (about 20 minutes on 2 cores)
+                                                           # docs/performance.md (35 minutes on 2 busy cores)
     python benchmarks/bench_vs_trl.py --quick --no-report  # each arm 2 updates (the CI test)
 
 Needs ``pip install -e ".[scale,conformance]"`` (TRL and its dependencies, pinned by the lock). Nothing is
@@ -30,8 +30,8 @@ per update (the training loop's wall-clock without evaluation and plotting), rol
 from it; peak RSS (``os.wait4``); the whole process's wall-clock; the rollouts and the whole-process seconds to
 the first evaluation with held-out accuracy (:data:`THRESHOLD_KEY`: one sample per prompt at temperature 1, the
 quantity RL optimizes) ≥ ``--threshold`` (seconds: the whole process less the training after that evaluation, as
-if the run had stopped there). The table gives each flashsim arm's ratio to
-TRL's best thread setting (per seed and learning rate, then the median and the range).
+if the run had stopped there; the final checkpoint and ``curves.png`` stay counted). The table gives each flashsim
+arm's ratio to TRL's best thread setting (per seed and learning rate, then the median and the range).
 
 Differences that remain between the arms are listed in :data:`DIFFERENCES` and printed under the table.
 """
@@ -80,6 +80,10 @@ DIFFERENCES = (
     "saves none (`save_strategy='no'`).",
     "Optimizer: both AdamW (β = 0.9, 0.999, ε = 1e-8, no weight decay, gradient norm clipped at 1, constant "
     "learning rate); TRL's through `transformers.Trainer` (`adamw_torch`).",
+    "Evaluation sampler: on the same model and prompts, accuracy before RL was 0.365–0.39 by flashsim's "
+    "evaluation and 0.28–0.345 by the TRL arm's `model.generate` (3 draws of 200 each, one per seed; the cause "
+    "is not traced), so TRL's arm starts further from the threshold and its rollouts to the threshold are "
+    "not an equal-start comparison.",
     "Threads: flashsim uses its own default (`loop.threads: 1` and the loop its rule picks on CPU); TRL is run "
     "at 1 thread and at torch's default, and the better of the two is the reference.",
 )
@@ -110,8 +114,8 @@ def _problems() -> tuple[list[dict], list[dict]]:
 
 
 def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
-    """Write ``train.jsonl``, ``test.jsonl`` and the warmed-up ``model/`` under ``out`` (once: reused after);
-    returns ``out``."""
+    """Write ``train.jsonl``, ``test.jsonl`` and the warmed-up ``model/`` under ``out``, or reuse them when
+    ``assets.json`` says they were built with the same task and warm-up; returns ``out``."""
     import numpy as np
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
