@@ -1,7 +1,7 @@
 """Side by side with TRL's ``GRPOTrainer``: one model, task, evaluation set and budget; flashsim's CLI against TRL.
 
     python benchmarks/bench_vs_trl.py                      # 3 seeds × 2 learning rates × 4 arms, table into
-                                                           # docs/performance.md (about 20 minutes on 2 cores)
+                                                           # docs/performance.md (35 minutes on 2 busy cores)
     python benchmarks/bench_vs_trl.py --quick --no-report  # each arm 2 updates (the CI test)
 
 Needs ``pip install -e ".[scale,conformance]"`` (TRL and its dependencies, pinned by the lock). Nothing is
@@ -9,15 +9,14 @@ downloaded: the script builds, under ``--out``:
 
 1. ``model/``: a Hugging Face Llama directory (hidden 64, 2 layers, 4 heads, MLP 256) with a byte-level BPE
    tokenizer trained here on the task's text (digits split one per token) and a chat template, given
-   :data:`WARMUP_STEPS` supervised steps on the answers (:func:`scale.run.warmup.warmup`) so that RL starts
-   from a policy that is right now and then;
-2. ``train.jsonl`` / ``test.jsonl``: ``{"messages": [{"role": "user", "content": "What is a plus b? The answer
-   is"}], "answer": "a+b"}`` for every 0 ≤ a, b ≤ 30, and :data:`EVAL_PROMPTS` of them drawn as the evaluation
-   set (not unseen sums: :func:`_problems` says why);
+   :data:`WARMUP_STEPS` supervised steps on the answers (:func:`scale.run.warmup.warmup`);
+2. ``train.jsonl`` / ``test.jsonl``: ``{"messages": [{"role": "user", "content": "Copy 417. The answer is"}],
+   "answer": "417"}``, the three-digit numbers split into 700 training prompts and :data:`EVAL_PROMPTS` held-out
+   ones (numbers never trained on; :func:`_problems` says why this task);
 
 then runs each arm as its own process, alternately (the order rotates with the repetition), for every seed and
-learning rate: 40 updates of 64 rollouts, ≤ 16 new tokens, temperature 1, evaluation (one sample at
-temperature 1 and one greedy per prompt) before RL and every 10 updates:
+learning rate: 40 updates of 64 rollouts, ≤ 16 new tokens, temperature 1, evaluation on the held-out prompts
+(one sample at temperature 1 and one greedy per prompt) before RL and every 5 updates:
 
 - ``flashsim FlashREINFORCE`` and ``flashsim GRPO`` (G = 4): ``python -m scale train --model model/ --data.train
   train.jsonl ...`` as a user types it, with ``--warmup.steps 0`` (the model is already warmed up) and the
@@ -29,9 +28,10 @@ temperature 1 and one greedy per prompt) before RL and every 10 updates:
 Measured per run: seconds per update split into generation, learner, evaluation and plotting; RL-only seconds
 per update (the training loop's wall-clock without evaluation and plotting), rollouts/s and generated tokens/s
 from it; peak RSS (``os.wait4``); the whole process's wall-clock; the rollouts and the whole-process seconds to
-the first evaluation with greedy accuracy on the evaluation set ≥ ``--threshold`` (seconds: the whole process less the
-training after that evaluation, as if the run had stopped there). The table gives each flashsim arm's ratio to
-TRL's best thread setting (per seed and learning rate, then the median and the range).
+the first evaluation with held-out accuracy (:data:`THRESHOLD_KEY`: one sample per prompt at temperature 1, the
+quantity RL optimizes) ≥ ``--threshold`` (seconds: the whole process less the training after that evaluation, as
+if the run had stopped there; the final checkpoint and ``curves.png`` stay counted). The table gives each flashsim
+arm's ratio to TRL's best thread setting (per seed and learning rate, then the median and the range).
 
 Differences that remain between the arms are listed in :data:`DIFFERENCES` and printed under the table.
 """
@@ -50,13 +50,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-MAX_OPERAND = 30
+DIGITS = 3
 EVAL_PROMPTS = 200
-PROMPT = "What is {a} plus {b}? The answer is"
+PROMPT = "Copy {n}. The answer is"
+THRESHOLD_KEY = "eval/accuracy"
+"""The metric of the threshold: held-out accuracy of one sample per prompt at temperature 1."""
+THRESHOLD = 0.5
+LEARNING_RATES = (5e-4, 1e-3)
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 SPECIAL = ["<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>"]
-WARMUP_STEPS, WARMUP_BATCH, WARMUP_LR = 350, 64, 3e-3
+WARMUP_STEPS, WARMUP_BATCH, WARMUP_LR = 80, 64, 3e-3
 """Supervised warm-up of the shared model (before any arm: part of the model, not of the runs)."""
 GROUP_SIZE = 4
 ARMS = ("flash_reinforce", "grpo", "trl_1thread", "trl")
@@ -69,13 +73,18 @@ DIFFERENCES = (
     "has no TRL counterpart; it is compared with TRL GRPO at the same rollouts.",
     "Evaluation: flashsim's evaluation engine samples the evaluation prompts in one batch with its own sampler; "
     "the TRL arm's callback uses `model.generate` (left padding). Both do one sample at temperature 1 and one "
-    "greedy completion per prompt, before RL and every 10 updates.",
+    "greedy completion per prompt, before RL and every `--eval-every` updates.",
     "Activation checkpointing: off on both sides (TRL 1.16 turns `gradient_checkpointing` on by default, which "
     "recomputes the forward pass in the backward; flashsim's `learner.activation_checkpointing` is off by default).",
     "Checkpoints: flashsim writes one after update 0 and one at the end (`--log.checkpoint-every 0`); TRL "
     "saves none (`save_strategy='no'`).",
     "Optimizer: both AdamW (β = 0.9, 0.999, ε = 1e-8, no weight decay, gradient norm clipped at 1, constant "
     "learning rate); TRL's through `transformers.Trainer` (`adamw_torch`).",
+    "Evaluation draws: the two samplers are the same distribution (seeded alike, flashsim's engine and "
+    "`model.generate` gave identical accuracies on the warmed-up model, 0.255–0.385 over 5 seeds, mean 0.336), "
+    "but each side's evaluation draws its own random numbers, and one draw of 200 prompts varies by about "
+    "± 0.035 (SD): before RL flashsim's draws read 0.365–0.39 and TRL's 0.28–0.345, so the rollouts to the "
+    "threshold carry that evaluation noise.",
     "Threads: flashsim uses its own default (`loop.threads: 1` and the loop its rule picks on CPU); TRL is run "
     "at 1 thread and at torch's default, and the better of the two is the reference.",
 )
@@ -88,22 +97,26 @@ def last_integer_reward(prompt: Any, response: str, answer: str) -> float:
 
 
 def _problems() -> tuple[list[dict], list[dict]]:
-    """Every problem (the training prompts) and the evaluation set: :data:`EVAL_PROMPTS` of them, drawn apart.
+    """The training prompts and the held-out evaluation prompts: every :data:`DIGITS`-digit number, shuffled,
+    :data:`EVAL_PROMPTS` of them held out.
 
-    The evaluation set is not unseen sums: a model of this size does not learn addition from these prompts
-    (trained on 761 of the 961 problems for 600 steps, it answered ≤ 7 % of the other 200), it memorizes
-    them, so the evaluation measures the policy on the task's own prompts, as the training reward does,
-    without its sampling noise."""
+    Why copying and not addition: this model does not learn to add (trained on 761 of the 961 sums
+    0 ≤ a, b ≤ 30 it answered ≤ 7 % of the other 200), it memorizes, and RL did not move the memorized sums
+    within the budget (the pilot in docs/performance.md). Copying generalizes to unseen numbers: after
+    :data:`WARMUP_STEPS` supervised steps the greedy answer is right on nearly every held-out number while one
+    sample at temperature 1 is right on about a third (the rest wander off into other digits and byte
+    tokens), and RL at temperature 1 sharpens that, a held-out gain every arm can show in 40 updates."""
     import random
 
-    records = [{"messages": [{"role": "user", "content": PROMPT.format(a=a, b=b)}], "answer": str(a + b)}
-               for a in range(MAX_OPERAND + 1) for b in range(MAX_OPERAND + 1)]
-    return records, random.Random(0).sample(records, EVAL_PROMPTS)
+    numbers = list(range(10 ** (DIGITS - 1), 10**DIGITS))
+    random.Random(0).shuffle(numbers)
+    records = [{"messages": [{"role": "user", "content": PROMPT.format(n=n)}], "answer": str(n)} for n in numbers]
+    return records[EVAL_PROMPTS:], records[:EVAL_PROMPTS]
 
 
 def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
-    """Write ``train.jsonl``, ``test.jsonl`` and the warmed-up ``model/`` under ``out`` (once: reused after);
-    returns ``out``."""
+    """Write ``train.jsonl``, ``test.jsonl`` and the warmed-up ``model/`` under ``out``, or reuse them when
+    ``assets.json`` says they were built with the same task and warm-up; returns ``out``."""
     import numpy as np
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -113,9 +126,14 @@ def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
     from scale.rollouts.tokenizer import HFTokenizer
     from scale.run.warmup import warmup
 
-    model_dir = out / "model"
-    if (model_dir / "config.json").exists():
+    model_dir, stamp = out / "model", out / "assets.json"
+    built_with = {"prompt": PROMPT, "digits": DIGITS, "eval_prompts": EVAL_PROMPTS,
+                  "warmup": [warmup_steps, WARMUP_BATCH, WARMUP_LR]}
+    if stamp.exists() and json.loads(stamp.read_text()) == built_with:
         return out
+    if out.exists() and any(out.iterdir()):  # another task's or a half-built model must not be measured
+        raise ValueError(f"--out: {out} holds assets built with other settings (or none finished); "
+                         "give another --out")
     torch.set_num_threads(1)  # a tiny model: more threads only contend (the arms run in their own processes)
     out.mkdir(parents=True, exist_ok=True)
     train, test = _problems()
@@ -145,6 +163,7 @@ def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
                                                pad_token_id=hf.pad_token_id)
     model.save_pretrained(model_dir)
     hf.save_pretrained(model_dir)
+    stamp.write_text(json.dumps(built_with))
     return out
 
 
@@ -202,11 +221,13 @@ def summarize(rows: list[dict], wall: float, run: dict) -> dict[str, Any]:
 
     rl_wall = end(rl[-1]) - total("time/eval_s", rl) - total("time/plot_s", rl)
     tokens = sum(r["rollout/length"] * r["rollout/trajectories"] for r in rl)
-    reached = next((r for r in rows if (r.get("eval/accuracy_greedy") or 0.0) >= run["threshold"]), None)
+    reached = next((r for r in rows if (r.get(THRESHOLD_KEY) or 0.0) >= run["threshold"]), None)
     if reached is None:
         to_threshold = {"rollouts_to_threshold": math.nan, "seconds_to_threshold": math.nan}
     else:
-        after = end(rl[-1]) - (end(reached) if reached["update"] >= 1 else 0.0)
+        # The training after that evaluation; the final curves.png stays counted (a run stopped there draws it).
+        last = end(rl[-1]) - (rl[-1].get("time/plot_s") or 0.0)
+        after = max(0.0, last - (end(reached) if reached["update"] >= 1 else 0.0))
         to_threshold = {"rollouts_to_threshold": reached["update"] * run["batch"],
                         "seconds_to_threshold": wall - after}
     final = rows[-1]
@@ -214,6 +235,8 @@ def summarize(rows: list[dict], wall: float, run: dict) -> dict[str, Any]:
             "eval_s": total("time/eval_s") / n, "plot_s": total("time/plot_s") / n, "rl_s_per_update": rl_wall / n,
             "outside_rl_s": wall - end(rl[-1]),
             "rollouts_per_s": sum(r["rollout/trajectories"] for r in rl) / rl_wall, "tokens_per_s": tokens / rl_wall,
+            "start_accuracy": rows[0].get(THRESHOLD_KEY, math.nan),
+            "final_accuracy": final.get(THRESHOLD_KEY, math.nan),
             "final_accuracy_greedy": final.get("eval/accuracy_greedy", math.nan), **to_threshold}
 
 
@@ -347,7 +370,8 @@ def table(results: list[dict], settings: dict) -> str:
                ("tokens_per_s", "tokens/s", ".0f"), ("peak_rss_mb", "peak RSS MB", ".0f"),
                ("outside_rl_s", "outside the RL loop s", ".1f"), ("wall_s", "whole process s", ".1f"),
                ("rollouts_to_threshold", "rollouts to threshold", ".0f"),
-               ("seconds_to_threshold", "s to threshold", ".1f"), ("final_accuracy_greedy", "final greedy acc", ".3f")]
+               ("seconds_to_threshold", "s to threshold", ".1f"), ("start_accuracy", "held-out acc before RL", ".3f"),
+               ("final_accuracy", "held-out acc after", ".3f"), ("final_accuracy_greedy", "greedy acc after", ".3f")]
     lines = ["| arm | " + " | ".join(c[1] for c in columns) + " |", "|---|" + "---:|" * len(columns)]
     for arm in arms:
         lines.append(f"| {LABELS[arm]} | " + " | ".join(_median(results, arm, k, f) for k, _, f in columns) + " |")
@@ -357,7 +381,7 @@ def table(results: list[dict], settings: dict) -> str:
         best = min(trl, key=lambda a: statistics.median(r["seconds_to_threshold"] if math.isfinite(
             r["seconds_to_threshold"]) else r["wall_s"] * 10 for r in results if r["arm"] == a))
         reference = {(r["seed"], r["lr"]): r for r in results if r["arm"] == best}
-        ratio_columns = [c for c in columns if c[0] != "final_accuracy_greedy"]
+        ratio_columns = [c for c in columns if "accuracy" not in c[0]]
         ratio_lines = ["| arm | " + " | ".join(c[1] for c in ratio_columns) + " |",
                        "|---|" + "---:|" * len(ratio_columns)]
         for arm in [a for a in arms if not a.startswith("trl")]:
@@ -399,11 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/bench_vs_trl"))
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--learning-rates", type=float, nargs="+", default=[1e-4, 3e-4])
+    parser.add_argument("--learning-rates", type=float, nargs="+", default=list(LEARNING_RATES))
     parser.add_argument("--updates", type=int, default=40)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--eval-every", type=int, default=10)
-    parser.add_argument("--threshold", type=float, default=0.5, help="greedy accuracy on the evaluation set")
+    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--threshold", type=float, default=THRESHOLD,
+                        help="held-out accuracy (one sample at temperature 1 per prompt)")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     parser.add_argument("--flashsim-flags", nargs=argparse.REMAINDER, default=[],
                         help="extra flags for every flashsim arm (last on the line)")

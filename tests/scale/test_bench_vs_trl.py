@@ -25,6 +25,21 @@ def test_the_reward_is_one_when_the_last_integer_is_the_answer():
            [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
 
 
+def test_the_evaluation_numbers_are_never_trained_on():
+    train, test = _bench()._problems()
+    numbers = [[int(r["answer"]) for r in records] for records in (train, test)]
+    assert len(numbers[0]) == 700 and len(numbers[1]) == 200 and not set(numbers[0]) & set(numbers[1])
+    assert all(r["messages"][0]["content"] == f"Copy {r['answer']}. The answer is" for r in train + test)
+
+
+def test_assets_built_for_other_settings_are_refused_not_measured(tmp_path):
+    bench = _bench()
+    (tmp_path / "model").mkdir()
+    (tmp_path / "assets.json").write_text('{"prompt": "What is {a} plus {b}? The answer is"}')
+    with pytest.raises(ValueError, match="--out: .* other settings"):
+        bench.build_assets(tmp_path)
+
+
 def test_the_report_replaces_its_own_section_and_keeps_the_rest_of_the_page(tmp_path):
     bench, page = _bench(), tmp_path / "performance.md"
     page.write_text("# Performance\n\nabove\n")

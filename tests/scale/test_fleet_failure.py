@@ -96,7 +96,7 @@ def test_killing_every_engine_actor_stops_the_run_loudly_and_resume_completes_it
 
 def test_an_engine_thread_that_raises_stops_the_run_loudly_and_resume_completes_it(tmp_path):
     out, trigger = tmp_path / "run", tmp_path / "fail-now"
-    args = _sets(out, "loop.placement=threads", "loop.num_workers=2",
+    args = _sets(out, "loop.mode=async", "loop.placement=threads", "loop.num_workers=2",
                  "rollout.reward=tests.scale.fleet_drill:reward_failing_on_file")
     env = {**os.environ, FAIL_FILE: str(trigger), "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     process = _start(args, env)
