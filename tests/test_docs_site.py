@@ -212,6 +212,11 @@ def test_chromium_with_no_network_typesets_every_formula(site, tmp_path):
             assert rendered.math_errors == 0, f"{name}: {rendered.math_errors} formulas MathJax could not parse"
             raw = re.findall(r".{0,40}(?:\\\(|\\\[|\$).{0,40}", rendered.text)
             assert not raw, f"{name}: raw TeX left on the page: {raw[:3]}"
+            if name.startswith("tutorials/"):  # exercise solutions start collapsed (docs/javascripts/solutions.js)
+                cells = json.loads((ROOT / f"{name}.ipynb").read_text())["cells"]
+                solutions = sum("solution" in cell.get("metadata", {}).get("tags", []) for cell in cells)
+                collapsed = result.stdout.count('<details class="solution">')
+                assert solutions and collapsed == solutions, f"{name}: {collapsed} of {solutions} solutions collapsed"
     finally:
         server.shutdown()
         server.server_close()

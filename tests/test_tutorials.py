@@ -30,6 +30,7 @@ NEARBY_BEFORE, NEARBY_AFTER = 3, 2  # code cells whose outputs a markdown cell m
 # A decimal number not glued to a word or another number ("Qwen2.5", "1.5B" and version strings are names).
 DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?:e[-+−]?\d+)?(?!\w)(?!\.\d)")
 FENCE = re.compile(r"```.*?```", re.DOTALL)  # shell commands, not claims
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # not tab, newline or carriage return
 
 
 def decimals(text: str) -> list[str]:
@@ -95,6 +96,30 @@ def unsupported_numbers(cells: list[dict], committed: frozenset[str] = frozenset
     return missing
 
 
+def control_characters(cells: list[dict]) -> list[tuple[int, str]]:
+    r"""(cell index, text around it) for each control character in rendered narration or markdown.
+
+    A narration cell's f-string (not raw) that writes the TeX ``$\bar D$`` as ``"$\bar D$"`` renders a
+    backspace and MathJax shows "Math input error"; ``\f``, ``\v`` and ``\a`` fail the same way.
+    """
+    found = []
+    for index, cell in enumerate(cells):
+        texts = [cell["source"]] if cell["cell_type"] == "markdown" else [
+            output.get("data", {}).get("text/markdown", "") for output in cell.get("outputs", [])]
+        for text in texts:
+            text = text if isinstance(text, str) else "".join(text)
+            for match in CONTROL.finditer(text):
+                found.append((index, text[max(0, match.start() - 20):match.end() + 20]))
+    return found
+
+
+def test_a_backspace_in_rendered_narration_is_flagged():
+    narration = {"cell_type": "code", "source": "say(f'$\\bar D$')",
+                 "outputs": [{"output_type": "display_data", "data": {"text/markdown": "the \bar D_i of short ones"}}]}
+    assert control_characters([narration, {"cell_type": "markdown", "source": "tab\tand newline\n are fine"}]) == [
+        (0, "the \bar D_i of short ones")]
+
+
 def test_a_hand_typed_number_is_flagged_and_a_printed_or_committed_one_is_not():
     cells = [
         {"cell_type": "code", "source": "lr = 0.5",
@@ -144,6 +169,11 @@ def test_notebook_runs_without_error_at_the_fast_budget(path, tmp_path, monkeypa
         output.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
     )
     assert "FLASHSIM_FAST = True" in streams, "the notebook's first code cell must read FLASHSIM_FAST"
+    garbled = control_characters(notebook.cells)
+    assert not garbled, (
+        f"{path.name}: rendered text holds control characters (cell, text): {garbled}; in a narration f-string "
+        f"write TeX backslashes doubled (\"\\\\bar\") or use a raw string"
+    )
     missing = unsupported_numbers(notebook.cells, committed_tokens())
     assert not missing, (
         f"{path.name}: markdown states numbers that no nearby output, setting or committed summary holds "
