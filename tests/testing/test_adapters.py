@@ -256,19 +256,23 @@ def test_trl_masks_padding_by_multiplying_and_bnpo_is_not_microbatch_invariant()
 
 # ---- verl ------------------------------------------------------------------------------------------------
 
-VERL_ROWS = [("vanilla", mode) for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
-                                             "seq-mean-token-sum-norm", "token-sum")]
-VERL_ROWS += [("gspo", "seq-mean-token-mean")]
-VERL_ROWS += [(loss_mode, "token-mean") for loss_mode in ("gpg", "cispo", "dppo_tv", "dppo_kl")]
+VERL_ROWS = [(f"grpo {mode}", "vanilla", mode, {}) for mode in (
+    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")]
+VERL_ROWS += [("gspo seq-mean-token-mean", "gspo", "seq-mean-token-mean", {}),
+              ("sapo seq-mean-token-mean", "sapo", "seq-mean-token-mean", {}),
+              ("geo_mean", "geo_mean", "token-mean", {}),
+              ("dro dro_beta=0.1 token-mean", "dro", "token-mean", {"dro_beta": 0.1})]
+VERL_ROWS += [(f"{loss_mode} token-mean", loss_mode, "token-mean", {})
+              for loss_mode in ("gpg", "cispo", "dppo_tv", "dppo_kl", "kl_cov")]
+"""(row, verl's loss_mode, loss_agg_mode, PolicyLossConfig fields): every verl row but the estimator-only ones."""
 
 
-@pytest.mark.parametrize(("loss_mode", "mode"), VERL_ROWS)
-def test_the_verl_adapter_reproduces_verls_loss_and_gradient(loss_mode, mode):
+@pytest.mark.parametrize(("name", "loss_mode", "mode", "fields"), VERL_ROWS)
+def test_the_verl_adapter_reproduces_verls_loss_and_gradient(name, loss_mode, mode, fields):
     core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
     from verl.workers.config import ActorConfig, PolicyLossConfig
 
     batch = _batch()
-    name = f"grpo {mode}" if loss_mode == "vanilla" else f"{loss_mode} {mode}"
     adapter = _row("verl", name)
     loss, gradient = _grad(adapter, batch, batch.behavior_log_probs, batch.rewards, batch.action_mask,
                            batch.group_ids)
@@ -276,7 +280,7 @@ def test_the_verl_adapter_reproduces_verls_loss_and_gradient(loss_mode, mode):
         batch.rewards[:, None].expand(batch.action_mask.shape) * batch.action_mask / batch.lengths[:, None],
         batch.action_mask, batch.group_ids.numpy())
     config = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1,
-                         policy_loss=PolicyLossConfig(loss_mode=loss_mode))
+                         policy_loss=PolicyLossConfig(loss_mode=loss_mode, **fields))
     function = getattr(core_algos, f"compute_policy_loss_{loss_mode}")
 
     def direct(log_probs):
