@@ -6,6 +6,7 @@ Each framework's tests skip when it is not installed (``pip install -e ".[confor
 these are marked slow.
 """
 
+import dataclasses
 import types
 
 import pytest
@@ -124,16 +125,19 @@ def trl_batch(trl_run):
     return inputs, rewards
 
 
-def _trainer_and_adapter(run, batch, loss_type, own_log_probs=True):
+def _trainer_and_adapter(run, batch, loss_type, own_log_probs=True, overrides=None):
     """Losses of each microbatch and the gradient of their sum over the model's parameters: the real trainer's
     ``_compute_loss`` on its own microbatch split, and the adapter with each microbatch as a shard (the
     full batch's advantages and token count, STEPS shards). With ``own_log_probs`` the trainer scores tokens
     with the plain float64 forward pass the adapter is given (its only replaced method, so the rest of
-    ``_compute_loss`` is compared exactly); without, with its own fused LM head, which works in float32."""
+    ``_compute_loss`` is compared exactly); without, with its own fused LM head, which works in float32.
+    ``overrides`` change the row's options (the trainer's and the adapter's alike)."""
     from trl.trainer.utils import split_tensor_dict
 
     inputs, rewards = batch
     row = _row("trl", loss_type)
+    if overrides:
+        row = dataclasses.replace(row, options={**row.options, **overrides})
     trainer = _trainer(run, **row.options)
     if own_log_probs:
         def scored(model, input_ids, attention_mask, logits_to_keep, **_):
@@ -178,6 +182,27 @@ def test_the_trl_adapter_reproduces_a_real_grpo_trainers_loss_and_gradient(trl_r
     loss, gradient, want, want_gradient, _ = _trainer_and_adapter(trl_run, trl_batch, loss_type, own_log_probs=False)
     torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(gradient, want_gradient, rtol=1e-5, atol=1e-6)
+
+
+def test_the_trl_adapter_reproduces_the_real_trainers_opsm_where_it_drops_sequences(trl_run, trl_batch):
+    """The OPSM row's threshold (0.5) drops no sequence of the test batch, so the comparison above runs its gate
+    on one side only: here the threshold is set between two negative-advantage sequences' mean KL estimates,
+    so the gate drops some and keeps others, and the adapter still reproduces the real trainer."""
+    from trl.trainer.grpo_trainer import GRPOTrainer
+
+    inputs, _ = trl_batch
+    mask = inputs["completion_mask"]
+    log_probs = _log_probs(trl_run.model, inputs).detach()
+    kl = ((inputs["old_per_token_logps"] - log_probs) * mask).sum(1) / mask.sum(1)
+    negative = kl[inputs["advantages"] < 0].sort().values
+    threshold = float(negative[:2].mean())
+    keep = GRPOTrainer.get_off_policy_mask(inputs["advantages"][:, None], log_probs, inputs["old_per_token_logps"],
+                                           mask, threshold)
+    assert 0 < int(keep.sum()) < B, keep.flatten().tolist()
+    loss, gradient, want, want_gradient, _ = _trainer_and_adapter(
+        trl_run, trl_batch, "grpo off_policy_mask", overrides={"off_policy_mask_threshold": threshold})
+    torch.testing.assert_close(loss, want, rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(gradient, want_gradient, rtol=1e-12, atol=1e-15)
 
 
 def test_trls_fused_lm_head_hands_the_loss_float32_log_probs_with_zero_padding(trl_run, trl_batch):
