@@ -7,6 +7,7 @@ these are marked slow.
 """
 
 import dataclasses
+import math
 import types
 
 import pytest
@@ -333,14 +334,25 @@ def test_verl_grpo_with_one_rollout_per_prompt_has_no_baseline():
 
 # ---- OpenRLHF --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", [row.variant for row in variants("openrlhf")])
-def test_the_openrlhf_adapter_reproduces_openrlhfs_loss_and_gradient(variant):
+OPENRLHF_CASES = [(row.variant, False) for row in variants("openrlhf")]
+OPENRLHF_CASES += [(row.variant, True) for row in variants("openrlhf") if "gate" in row.variant]
+"""Every row on the shared batch; each sequence gate again with trajectory 0 far outside every gate's band."""
+
+
+@pytest.mark.parametrize(("variant", "rejected"), OPENRLHF_CASES)
+def test_the_openrlhf_adapter_reproduces_openrlhfs_loss_and_gradient(variant, rejected):
     pytest.importorskip("openrlhf")
     pytest.importorskip("deepspeed")
     from flashsim.testing.adapters.openrlhf import policy_loss_class
+    from flashsim.testing.strategies import LossBatch
 
     adapter = _row("openrlhf", variant)
     batch = _batch()
+    if rejected:  # trajectory 0 at π = 0.5, μ = 0.05: ratio 10, total variation 0.45, Bernoulli KL 0.49
+        mask = batch.action_mask[0]
+        log_probs, behavior = batch.log_probs.clone(), batch.behavior_log_probs.clone()
+        log_probs[0], behavior[0] = torch.where(mask, math.log(0.5), 0.0), torch.where(mask, math.log(0.05), 0.0)
+        batch = LossBatch(log_probs, behavior, batch.rewards, batch.action_mask, batch.group_ids)
     group_ids = None if adapter.algorithm == "flash_reinforce" else batch.group_ids
     loss, gradient = _grad(adapter, batch, batch.behavior_log_probs, batch.rewards, batch.action_mask, group_ids)
     advantages = adapter.advantages(batch.rewards, group_ids)
@@ -357,6 +369,8 @@ def test_the_openrlhf_adapter_reproduces_openrlhfs_loss_and_gradient(variant):
     want, want_gradient = _grad(direct, batch)
     torch.testing.assert_close(loss, want, rtol=1e-12, atol=1e-15)
     torch.testing.assert_close(gradient, want_gradient, rtol=1e-12, atol=1e-15)
+    if rejected:
+        assert float(gradient[0].abs().max()) == 0.0 and float(gradient[1:].abs().max()) > 1e-3
 
 
 def test_openrlhf_masks_padding_by_multiplying_and_a_token_mean_declared_per_sample_fails():
