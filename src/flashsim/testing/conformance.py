@@ -173,8 +173,9 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
     ("verl", "shards", r"^geo_mean"): Cause(
         "verl/trainer/ppo/core_algos.py", "pg_loss = torch.mean(pg_losses)",
         "GMPO takes the mean over the micro-batch's own sequences and ignores global_batch_info, which the other "
-        "losses divide by: with k micro-batches (or dp ranks) its gradient is k times too large, and sequences in "
-        "smaller micro-batches weigh more. Scale by the micro-batch's share of global_batch_size.",
+        "losses divide by because the engine sums micro-batch losses (verl/workers/utils/losses.py): with k "
+        "micro-batches per mini-batch its gradient is k times too large, and sequences in smaller micro-batches "
+        "weigh more. Divide by global_batch_size / dp_size instead of the micro-batch's size.",
         within="def compute_policy_loss_geo_mean("),
     ("verl", "precision", r"^grpo|^dr_grpo"): Cause(
         "verl/trainer/ppo/core_algos.py", "ratio = torch.exp(negative_approx_kl)",
