@@ -6,6 +6,8 @@ Each framework's tests skip when it is not installed (``pip install -e ".[confor
 these are marked slow.
 """
 
+import dataclasses
+import math
 import types
 
 import pytest
@@ -124,16 +126,19 @@ def trl_batch(trl_run):
     return inputs, rewards
 
 
-def _trainer_and_adapter(run, batch, loss_type, own_log_probs=True):
+def _trainer_and_adapter(run, batch, loss_type, own_log_probs=True, overrides=None):
     """Losses of each microbatch and the gradient of their sum over the model's parameters: the real trainer's
     ``_compute_loss`` on its own microbatch split, and the adapter with each microbatch as a shard (the
     full batch's advantages and token count, STEPS shards). With ``own_log_probs`` the trainer scores tokens
     with the plain float64 forward pass the adapter is given (its only replaced method, so the rest of
-    ``_compute_loss`` is compared exactly); without, with its own fused LM head, which works in float32."""
+    ``_compute_loss`` is compared exactly); without, with its own fused LM head, which works in float32.
+    ``overrides`` change the row's options (the trainer's and the adapter's alike)."""
     from trl.trainer.utils import split_tensor_dict
 
     inputs, rewards = batch
     row = _row("trl", loss_type)
+    if overrides:
+        row = dataclasses.replace(row, options={**row.options, **overrides})
     trainer = _trainer(run, **row.options)
     if own_log_probs:
         def scored(model, input_ids, attention_mask, logits_to_keep, **_):
@@ -178,6 +183,27 @@ def test_the_trl_adapter_reproduces_a_real_grpo_trainers_loss_and_gradient(trl_r
     loss, gradient, want, want_gradient, _ = _trainer_and_adapter(trl_run, trl_batch, loss_type, own_log_probs=False)
     torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(gradient, want_gradient, rtol=1e-5, atol=1e-6)
+
+
+def test_the_trl_adapter_reproduces_the_real_trainers_opsm_where_it_drops_sequences(trl_run, trl_batch):
+    """The OPSM row's threshold (0.5) drops no sequence of the test batch, so the comparison above runs its gate
+    on one side only: here the threshold is set between two negative-advantage sequences' mean KL estimates,
+    so the gate drops some and keeps others, and the adapter still reproduces the real trainer."""
+    from trl.trainer.grpo_trainer import GRPOTrainer
+
+    inputs, _ = trl_batch
+    mask = inputs["completion_mask"]
+    log_probs = _log_probs(trl_run.model, inputs).detach()
+    kl = ((inputs["old_per_token_logps"] - log_probs) * mask).sum(1) / mask.sum(1)
+    negative = kl[inputs["advantages"] < 0].sort().values
+    threshold = float(negative[:2].mean())
+    keep = GRPOTrainer.get_off_policy_mask(inputs["advantages"][:, None], log_probs, inputs["old_per_token_logps"],
+                                           mask, threshold)
+    assert 0 < int(keep.sum()) < B, keep.flatten().tolist()
+    loss, gradient, want, want_gradient, _ = _trainer_and_adapter(
+        trl_run, trl_batch, "grpo off_policy_mask", overrides={"off_policy_mask_threshold": threshold})
+    torch.testing.assert_close(loss, want, rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(gradient, want_gradient, rtol=1e-12, atol=1e-15)
 
 
 def test_trls_fused_lm_head_hands_the_loss_float32_log_probs_with_zero_padding(trl_run, trl_batch):
@@ -256,19 +282,23 @@ def test_trl_masks_padding_by_multiplying_and_bnpo_is_not_microbatch_invariant()
 
 # ---- verl ------------------------------------------------------------------------------------------------
 
-VERL_ROWS = [("vanilla", mode) for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
-                                             "seq-mean-token-sum-norm", "token-sum")]
-VERL_ROWS += [("gspo", "seq-mean-token-mean")]
-VERL_ROWS += [(loss_mode, "token-mean") for loss_mode in ("gpg", "cispo", "dppo_tv", "dppo_kl")]
+VERL_ROWS = [(f"grpo {mode}", "vanilla", mode, {}) for mode in (
+    "token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "token-sum")]
+VERL_ROWS += [("gspo seq-mean-token-mean", "gspo", "seq-mean-token-mean", {}),
+              ("sapo seq-mean-token-mean", "sapo", "seq-mean-token-mean", {}),
+              ("geo_mean", "geo_mean", "token-mean", {}),
+              ("dro dro_beta=0.1 token-mean", "dro", "token-mean", {"dro_beta": 0.1})]
+VERL_ROWS += [(f"{loss_mode} token-mean", loss_mode, "token-mean", {})
+              for loss_mode in ("gpg", "cispo", "dppo_tv", "dppo_kl", "kl_cov")]
+"""(row, verl's loss_mode, loss_agg_mode, PolicyLossConfig fields): every verl row but the estimator-only ones."""
 
 
-@pytest.mark.parametrize(("loss_mode", "mode"), VERL_ROWS)
-def test_the_verl_adapter_reproduces_verls_loss_and_gradient(loss_mode, mode):
+@pytest.mark.parametrize(("name", "loss_mode", "mode", "fields"), VERL_ROWS)
+def test_the_verl_adapter_reproduces_verls_loss_and_gradient(name, loss_mode, mode, fields):
     core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
     from verl.workers.config import ActorConfig, PolicyLossConfig
 
     batch = _batch()
-    name = f"grpo {mode}" if loss_mode == "vanilla" else f"{loss_mode} {mode}"
     adapter = _row("verl", name)
     loss, gradient = _grad(adapter, batch, batch.behavior_log_probs, batch.rewards, batch.action_mask,
                            batch.group_ids)
@@ -276,7 +306,7 @@ def test_the_verl_adapter_reproduces_verls_loss_and_gradient(loss_mode, mode):
         batch.rewards[:, None].expand(batch.action_mask.shape) * batch.action_mask / batch.lengths[:, None],
         batch.action_mask, batch.group_ids.numpy())
     config = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1,
-                         policy_loss=PolicyLossConfig(loss_mode=loss_mode))
+                         policy_loss=PolicyLossConfig(loss_mode=loss_mode, **fields))
     function = getattr(core_algos, f"compute_policy_loss_{loss_mode}")
 
     def direct(log_probs):
@@ -304,14 +334,25 @@ def test_verl_grpo_with_one_rollout_per_prompt_has_no_baseline():
 
 # ---- OpenRLHF --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("variant", [row.variant for row in variants("openrlhf")])
-def test_the_openrlhf_adapter_reproduces_openrlhfs_loss_and_gradient(variant):
+OPENRLHF_CASES = [(row.variant, False) for row in variants("openrlhf")]
+OPENRLHF_CASES += [(row.variant, True) for row in variants("openrlhf") if "gate" in row.variant]
+"""Every row on the shared batch; each sequence gate again with trajectory 0 far outside every gate's band."""
+
+
+@pytest.mark.parametrize(("variant", "rejected"), OPENRLHF_CASES)
+def test_the_openrlhf_adapter_reproduces_openrlhfs_loss_and_gradient(variant, rejected):
     pytest.importorskip("openrlhf")
     pytest.importorskip("deepspeed")
     from flashsim.testing.adapters.openrlhf import policy_loss_class
+    from flashsim.testing.strategies import LossBatch
 
     adapter = _row("openrlhf", variant)
     batch = _batch()
+    if rejected:  # trajectory 0 at π = 0.5, μ = 0.05: ratio 10, total variation 0.45, Bernoulli KL 0.49
+        mask = batch.action_mask[0]
+        log_probs, behavior = batch.log_probs.clone(), batch.behavior_log_probs.clone()
+        log_probs[0], behavior[0] = torch.where(mask, math.log(0.5), 0.0), torch.where(mask, math.log(0.05), 0.0)
+        batch = LossBatch(log_probs, behavior, batch.rewards, batch.action_mask, batch.group_ids)
     group_ids = None if adapter.algorithm == "flash_reinforce" else batch.group_ids
     loss, gradient = _grad(adapter, batch, batch.behavior_log_probs, batch.rewards, batch.action_mask, group_ids)
     advantages = adapter.advantages(batch.rewards, group_ids)
@@ -328,6 +369,8 @@ def test_the_openrlhf_adapter_reproduces_openrlhfs_loss_and_gradient(variant):
     want, want_gradient = _grad(direct, batch)
     torch.testing.assert_close(loss, want, rtol=1e-12, atol=1e-15)
     torch.testing.assert_close(gradient, want_gradient, rtol=1e-12, atol=1e-15)
+    if rejected:
+        assert float(gradient[0].abs().max()) == 0.0 and float(gradient[1:].abs().max()) > 1e-3
 
 
 def test_openrlhf_masks_padding_by_multiplying_and_a_token_mean_declared_per_sample_fails():

@@ -70,7 +70,7 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "the sequence log-ratio is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the loss "
         "NaN. TRL's own fused LM head writes 0 in padding (tests/testing/test_adapters.py checks it), so this "
         "bites only a subclass or another source of log-probs."),
-    ("TRL", "padding", r"^(grpo|sapo)$"): Cause(
+    ("TRL", "padding", r"^(grpo|sapo|grpo off_policy_mask)$"): Cause(
         "trl/trainer/grpo_trainer.py", "loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()",
         "padding is masked by multiplying, so a NaN or inf log-prob in a padding slot (0 · NaN) makes the loss NaN. "
         "TRL's own fused LM head writes 0 in padding (tests/testing/test_adapters.py checks it), so this bites only "
@@ -93,7 +93,7 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "VESPO's sequence weight is exponentiated at the log-probs' dtype: with bf16 log-probs φ(w) is off by "
         "more than bf16's own rounding. TRL's own fused LM head hands the loss float32 log-probs whatever the "
         "model's dtype (tests/testing/test_adapters.py checks it), so this bites only a subclass that hands it bf16."),
-    ("TRL", "precision", r"^(grpo|bnpo|dr_grpo|dapo|luspo|sapo|cispo|gspo)$"): Cause(
+    ("TRL", "precision", r"^(grpo|bnpo|dr_grpo|dapo|luspo|sapo|cispo|gspo|grpo off_policy_mask)$"): Cause(
         "trl/trainer/grpo_trainer.py", "coef_1 = torch.exp(log_importance_weights)",
         "the ratio is exponentiated at the log-probs' dtype: with bf16 log-probs it is off by up to a few per cent "
         "and tokens near 1 ± ε are clipped or not by rounding. TRL's own fused LM head hands the loss float32 "
@@ -144,6 +144,39 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "verl/trainer/ppo/core_algos.py", "horizon = loss_mask.shape[-1]",
         "without loss_scale_factor the normaliser is the microbatch's padded width, so microbatches padded to "
         "their longest response weigh differently; set actor.loss_scale_factor to the response budget."),
+    ("verl", "padding", r"^geo_mean"): Cause(
+        "verl/trainer/ppo/core_algos.py",
+        "ratio = torch.exp((negative_approx_kl_min * response_mask).sum(dim=-1) / (response_mask_sum + 1e-8))",
+        "GMPO's geometric mean masks the log-ratios by multiplying, so a NaN or inf log-prob in a padding slot "
+        "makes the loss NaN."),
+    ("verl", "padding", r"^dro"): Cause(
+        "verl/trainer/ppo/core_algos.py",
+        "pg_losses = -(log_prob * advantages - 0.5 * beta * log_ratio.square())",
+        "token-mean masks the loss with torch.where, but the penalty's gradient in a padding slot is "
+        "β · log-ratio × 0, and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the "
+        "loss is finite."),
+    ("verl", "padding", r"^kl_cov"): Cause(
+        "verl/trainer/ppo/core_algos.py", "pg_losses1 = -advantages * ratio",
+        "token-mean masks the loss with torch.where, but the gradient of the unclipped ratio in a padding slot is "
+        "A × ratio = 0 × NaN = NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is "
+        "finite.", within="def compute_policy_loss_kl_cov("),
+    ("verl", "permutation", r"^kl_cov"): Cause(
+        "verl/trainer/ppo/core_algos.py",
+        "large_cov_idxs = torch.topk(cov_lst_all, k_percent_nums, largest=True).indices",
+        "when covariances tie (every advantage 0, say) topk picks the penalised token by its position, so the loss "
+        "depends on the order of the rows; with distinct covariances it does not. Negligible in practice."),
+    ("verl", "shards", r"^kl_cov"): Cause(
+        "verl/trainer/ppo/core_algos.py", "k_percent_nums = max(1, int(len(cov_lst_all) * kl_cov_ratio))",
+        "the covariance and its top-k are taken over each micro-batch, at least one token each: with the default "
+        "kl_cov_ratio = 2e-4 and micro-batches under 5,000 tokens, one token per micro-batch is penalised, so how "
+        "many tokens get the KL penalty depends on ppo_micro_batch_size_per_gpu and the dp size, not on the ratio."),
+    ("verl", "shards", r"^geo_mean"): Cause(
+        "verl/trainer/ppo/core_algos.py", "pg_loss = torch.mean(pg_losses)",
+        "GMPO takes the mean over the micro-batch's own sequences and ignores global_batch_info, which the other "
+        "losses divide by because the engine sums micro-batch losses (verl/workers/utils/losses.py): with k "
+        "micro-batches per mini-batch its gradient is k times too large, and sequences in smaller micro-batches "
+        "weigh more. Divide by global_batch_size / dp_size instead of the micro-batch's size.",
+        within="def compute_policy_loss_geo_mean("),
     ("verl", "precision", r"^grpo|^dr_grpo"): Cause(
         "verl/trainer/ppo/core_algos.py", "ratio = torch.exp(negative_approx_kl)",
         "the PPO ratio is exponentiated at the log-probs' dtype: with bf16 log-probs tokens near 1 ± ε are "
@@ -168,6 +201,12 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "the PPO ratio is exponentiated at the log-probs' dtype: with bf16 log-probs tokens near 1 ± ε are "
         "clipped or not by rounding. OpenRLHF's own actor casts its logits to float32 before the log-probs "
         "(openrlhf/models/actor.py), so this bites only another source of log-probs; keep them in float32."),
+    ("OpenRLHF", "precision", r"^flash_reinforce seq tv"): Cause(
+        "openrlhf/models/loss.py", "p = rollout_log_probs.exp().clamp(1e-6, 1 - 1e-6)",
+        "the gate's total variation |μ − π_old| and the IS ratio are computed at the input dtype: in bf16 "
+        "trajectories near the threshold are admitted or rejected by rounding. OpenRLHF's own actor casts its "
+        "logits to float32 before the log-probs (openrlhf/models/actor.py) and vLLM returns float32 rollout "
+        "log-probs, so this bites only another source of log-probs; promote them to float32 before the gate."),
     ("OpenRLHF", "precision", r"^flash_reinforce"): Cause(
         "openrlhf/models/loss.py", "p = rollout_log_probs.exp().clamp(1e-6, 1 - 1e-6)",
         "the gate's Bernoulli KL and the IS ratio are computed at the input dtype: in bf16 trajectories near δ "

@@ -44,6 +44,18 @@ def policy_loss_class() -> type:
     return sys.modules["openrlhf.models.loss"].PolicyLoss
 
 
+_GATES = {
+    "tv": "the sequence gate bounds the mean total variation |μ − π_old| of the sampled tokens, not their Bernoulli KL",
+    "ratio": "the sequence gate keeps the geometric-mean ratio π_old/μ inside [low, high], not the Bernoulli KL "
+             "below δ",
+}
+"""Off-policy rules of the sequence gates other than ``binary_kl`` (FlashREINFORCE's)."""
+
+
+TV_THRESHOLD = 0.05
+"""Upper bound of the total-variation gate's row (OpenRLHF documents no default for it)."""
+
+
 @dataclass
 class OpenRLHFLoss(Adapter):
     framework = "OpenRLHF"
@@ -52,8 +64,9 @@ class OpenRLHFLoss(Adapter):
     def __post_init__(self) -> None:
         self.advantage_estimator = self.options.pop("advantage_estimator", "group_norm")
         self.gated = self.options.get("is_correction_level", "off") != "off"
-        if self.options.get("policy_loss_type") == "gspo":
-            self.off_policy_rule = "GSPO clips the sequence's length-normalised ratio, not GRPO's token ratio"
+        gspo = self.options.get("policy_loss_type") == "gspo"
+        self.off_policy_rule = ("GSPO clips the sequence's length-normalised ratio, not GRPO's token ratio" if gspo
+                                else _GATES.get(self.options.get("is_correction_gating")) if self.gated else None)
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         rewards = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
@@ -94,6 +107,13 @@ def variants() -> list[OpenRLHFLoss]:
                      options=dict(grpo, token_level_loss=False, is_correction_level="seq",
                                   is_correction_gating="binary_kl", is_correction_threshold=(0.0, 3e-3),
                                   advantage_estimator="flash_reinforce")),
+        OpenRLHFLoss(f"flash_reinforce seq tv gate ≤ {TV_THRESHOLD}", "flash_reinforce", "sample_mean", "batch_mean",
+                     options=dict(grpo, token_level_loss=False, is_correction_level="seq", is_correction_gating="tv",
+                                  is_correction_threshold=(0.0, TV_THRESHOLD), advantage_estimator="flash_reinforce")),
+        OpenRLHFLoss("flash_reinforce seq ratio gate [0.5, 5]", "flash_reinforce", "sample_mean", "batch_mean",
+                     options=dict(grpo, token_level_loss=False, is_correction_level="seq",
+                                  is_correction_gating="ratio", is_correction_threshold=(0.5, 5.0),
+                                  advantage_estimator="flash_reinforce")),
     ]
 
 
@@ -111,11 +131,7 @@ def policy_loss(**options) -> OpenRLHFLoss:
                         contiguous_groups=not gated, options={**options, "advantage_estimator": estimator})
 
 
-NOT_IN_TABLE = {
-    "is_correction_level=seq with is_correction_gating=tv or ratio": "sequence gates on the total variation or the "
-                                                                     "mean ratio instead of the Bernoulli KL: not yet "
-                                                                     "declared",
-}
+NOT_IN_TABLE: dict[str, str] = {}
 """OpenRLHF 0.11.2 ``PolicyLoss`` options that make a GRPO or FlashREINFORCE variant without a row, and why."""
 
 

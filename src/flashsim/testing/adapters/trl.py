@@ -33,17 +33,19 @@ from flashsim.testing.adapters import Adapter, group_rows, require
 MAX_COMPLETION_LENGTH = 32
 """``max_completion_length`` of the ``dr_grpo`` row (its N: the harness's rows are at most 24 tokens)."""
 
+OPSM_THRESHOLD = 0.5
+"""``off_policy_mask_threshold`` of the OPSM row (the value TRL's docs suggest)."""
+
 OWN_OFF_POLICY = {
     "cispo": "CISPO weighs tokens by the detached min(ρ, ε_high), not GRPO's PPO clip",
     "sapo": "SAPO replaces the clip by a soft sigmoid gate",
     "vespo": "VESPO weighs sequences by its φ(w), not GRPO's PPO clip",
     "gspo": "GSPO clips the sequence's length-normalised ratio, not GRPO's token ratio",
+    "grpo off_policy_mask": "besides the PPO clip, OPSM drops negative-advantage sequences whose mean KL estimate "
+                            "log μ − log π exceeds the threshold (DeepSeek-V3.2's off-policy sequence mask)",
 }
 
-NOT_IN_TABLE = {
-    "off_policy_mask_threshold": "DeepSeek-V3.2's off-policy sequence mask (a one-sided KL gate on "
-                                 "negative-advantage sequences) needs its own declaration, not yet written",
-}
+NOT_IN_TABLE: dict[str, str] = {}
 """TRL 1.16 options that make a GRPO variant the table does not have a row for, and why."""
 
 
@@ -177,6 +179,7 @@ def variants() -> list[TRLLoss]:
         _row("sapo", "sample_mean"),
         _row("vespo", "token_mean"),
         _row("grpo", "trl:grpo", variant="gspo", importance_sampling_level="sequence"),
+        _row("grpo", "trl:grpo", variant="grpo off_policy_mask", off_policy_mask_threshold=OPSM_THRESHOLD),
     ]
 
 

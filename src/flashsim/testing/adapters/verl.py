@@ -25,6 +25,9 @@ from flashsim.testing.adapters import Adapter, require
 LOSS_SCALE_FACTOR = 32
 """``loss_scale_factor`` of the Dr. GRPO row with a fixed normaliser."""
 
+DRO_BETA = 0.1
+"""``policy_loss.dro_beta`` of the DRO row (verl requires one and documents none)."""
+
 LOSS_AGG_MODES = {"token-mean": "token_mean", "seq-mean-token-mean": "sample_mean",
                   "seq-mean-token-sum": "seq_mean_token_sum", "seq-mean-token-sum-norm": "seq_mean_token_sum_norm"}
 """verl's ``loss_agg_mode`` → flashsim's name of that aggregation."""
@@ -56,7 +59,27 @@ _OFF_POLICY_RULES = {
     "cispo": "CISPO weighs tokens by the detached clipped ratio, not GRPO's PPO clip",
     "dppo_tv": "DPPO drops tokens whose probability moved more than ε (total variation), not GRPO's ratio clip",
     "dppo_kl": "DPPO drops tokens whose binary KL exceeds ε, not GRPO's ratio clip",
+    "sapo": "SAPO replaces the clip by a soft sigmoid gate of the ratio (4/τ)·σ(τ(ρ − 1)), whose slope at ρ = 1 is "
+            "GRPO's",
+    "geo_mean": "GMPO weighs a sequence by the geometric mean of its clipped token ratios, not GRPO's per-token clip",
+    "dro": "DRO is −A·log π plus a quadratic penalty β/2·(log π − log μ)², with no importance ratio",
+    "kl_cov": "KL-Cov has no clip: it adds ppo_kl_coef·|log π − log μ| to the tokens of largest "
+              "covariance(A, log π) (at least one per call)",
 }
+
+
+_PENALTY = ("{} is not zero off-policy whatever the advantages, so the loss does not vanish with them, by design "
+            "(verl's G = 1 estimator failure shows in the other verl rows)")
+_OWN_RULES = {
+    "dro": {name: _PENALTY.format("DRO's penalty β/2·(log π − log μ)²")
+            for name in ("constant_rewards", "single_rollout_groups")},
+    "kl_cov": {**{name: _PENALTY.format("KL-Cov's penalty ppo_kl_coef·|log π − log μ|")
+                  for name in ("constant_rewards", "single_rollout_groups")},
+               "length_normalisation": "KL-Cov penalises the max(1, ⌊kl_cov_ratio · N⌋) tokens of largest covariance: "
+                                       "repeating a trajectory's tokens changes N and penalises one copy of a token, "
+                                       "not all, by design"},
+}
+"""Invariants that do not apply to a verl policy loss by its own design, and why."""
 
 
 @dataclass
@@ -69,6 +92,7 @@ class VerlLoss(Adapter):
         self.loss_mode = self.options.get("loss_mode", "vanilla")
         self.norm_by_std = self.options.get("norm_adv_by_std_in_grpo", True)
         self.off_policy_rule = _OFF_POLICY_RULES.get(self.loss_mode)
+        self.own_rules = _OWN_RULES.get(self.loss_mode, {})
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         scores = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
@@ -126,6 +150,16 @@ def variants() -> list[VerlLoss]:
                      loss_agg_mode="seq-mean-token-mean", loss_mode="gspo"))
     rows += [_row(f"{mode} token-mean", "grpo", "group_mean_std", "token_mean", loss_agg_mode="token-mean",
                   loss_mode=mode) for mode in ("gpg", "cispo", "dppo_tv", "dppo_kl")]
+    # SAPO aggregates with seq-mean-token-mean whatever loss_agg_mode says; GMPO takes a plain mean of its
+    # per-sequence losses (a sample mean). DRO needs its β (verl has no default; 0.1 here).
+    rows.append(_row("sapo seq-mean-token-mean", "grpo", "group_mean_std", "sample_mean",
+                     loss_agg_mode="seq-mean-token-mean", loss_mode="sapo"))
+    rows.append(_row("geo_mean", "grpo", "group_mean_std", "sample_mean", loss_agg_mode="token-mean",
+                     loss_mode="geo_mean"))
+    rows.append(_row(f"dro dro_beta={DRO_BETA} token-mean", "grpo", "group_mean_std", "token_mean",
+                     loss_agg_mode="token-mean", loss_mode="dro", policy_loss={"dro_beta": DRO_BETA}))
+    rows.append(_row("kl_cov token-mean", "grpo", "group_mean_std", "token_mean", loss_agg_mode="token-mean",
+                     loss_mode="kl_cov"))
     return rows
 
 
@@ -141,11 +175,10 @@ def policy_loss(loss_agg_mode: str = "token-mean", **options) -> VerlLoss:
 
 
 NOT_IN_TABLE = {
-    "sapo, geo_mean (GMPO)": "their on-policy gradient is not GRPO's by design (SAPO's soft gate, GMPO's geometric "
-                             "mean of ratios): they need their own expected gradient, not yet written",
-    "clip_cov, kl_cov": "they select tokens by the batch's covariance (a random subset for clip_cov), so "
-                        "permutation and shard invariance fail by design",
-    "dro": "it needs policy_loss.dro_beta, and its regularised objective is not a GRPO surrogate",
+    "clip_cov": "it zeroes the gradient of tokens drawn with torch.randperm from those whose covariance(A, log π) "
+                "lies in (clip_cov_lb, clip_cov_ub), at least one per call whenever any qualifies: its gradient is "
+                "random by design, so no invariant that compares two calls can be judged (tokens with covariance in "
+                "(1, 5) can occur even on-policy, where π = μ)",
 }
 """verl 0.9.1's registered policy losses the table does not have a row for, and why."""
 
