@@ -227,7 +227,7 @@ SIMULATION_ABOUT = (
 
 FOLLOW_UP_TITLE = "Follow-up experiments: C1 at the claimed size, and C1's mechanism"
 FOLLOW_UP_ABOUT = (
-    "Two experiments issue 30 asked for, each pre-registered in `flashsim.experiments.claims` (design, prediction "
+    "Two experiments issue 30 asked for, each pre-registered in `flashsim.experiments.follow_ups` (design, prediction "
     "and cost committed before its run; the commits are named in the introduction) and run on fresh seeds "
     "2000–2019. They are not part of `flashsim reproduce all`. Success is the exact expected success of the "
     "policy; the intervals are over seeds.",
