@@ -107,3 +107,28 @@ def test_the_section_lands_on_the_page_once_and_is_replaced_on_a_rerun(finished,
     assert len(rows) == 1 + 3 * 2 * 6  # a header, then arm × lag × seed
     assert json.loads((page.parent / "results" / "C2collapse" / "fisher.json").read_text())["baseline"] == (
         "sequence_gate")
+
+
+def test_rewriting_the_five_claims_page_keeps_the_collapse_section(finished, tmp_path):
+    import argparse
+
+    from scale.run.cli import _write_pages
+
+    design, out = finished
+    write_summary(design, out, TRANSFORMER_CELL_METRICS)
+    write_collapse_outputs(design, out)
+    claim = build_transformer_design("C3", "smoke", tmp_path / "warmups")
+    (out / claim.claim / "cells").mkdir(parents=True)
+    for cell in claim.cells():
+        metrics = {"length": 10.0 + cell.seed + (cell.arm == "token_mean"), "truncation": 0.1, "auc": 0.2,
+                   "accuracy": 0.2, "tool_calls": 1.0}
+        curve = {"update": [0, 3], "rollouts": [0, 192], "accuracy": [0.2, 0.2], "tool_calls": [1.0, 1.0]}
+        atomic_write_text(cell_path(out, cell), to_json(cell_record(cell, {"metrics": metrics, "curve": curve})))
+    write_summary(claim, out, TRANSFORMER_CELL_METRICS)
+    page = tmp_path / "docs" / "results.md"
+    args = argparse.Namespace(profile="smoke", out=str(out), report=str(page))
+    _write_pages(args, ["C2collapse"], [], [design])
+    section = section_of(page.read_text())
+    _write_pages(args, ["C3"], [claim], [])
+    text = page.read_text()
+    assert "## C3 · " in text and text.endswith(section)
