@@ -20,15 +20,13 @@ FORBIDDEN = {
     "src/flashsim/losses": ("flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
                             "flashsim.experiments", "flashsim.cli", "toy_envs", "scale", "numpy", "gymnasium"),
     # toy_envs stands alone as a gymnasium package: of flashsim it imports only the foundation validator.
-    "toy_envs": _LAYERS + ("flashsim.config", "flashsim.io", "flashsim.plotting", "scale", "torch"),
+    "toy_envs": _LAYERS + ("flashsim.config", "flashsim.io", "scale", "torch"),
     # Foundation modules that every layer (and scale) may use: they import no flashsim layer.
     # validation.py's tensor checks (the losses' inputs) import torch inside the functions, so importing it
     # stays standard-library only: test_validation_imports_no_torch checks that in a fresh process.
     "src/flashsim/validation.py": ("flashsim", "toy_envs", "scale", "numpy"),
     "src/flashsim/config.py": _LAYERS + ("flashsim.io", "toy_envs", "scale", "torch", "numpy"),
     "src/flashsim/io.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale"),
-    # curves.png of the simulator and of scale: drawn from metric rows, with the run directory's atomic writes only.
-    "src/flashsim/plotting.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale", "torch"),
     "src/flashsim/policies.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
     "src/flashsim/exact.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
     "src/flashsim/sim": ("flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),

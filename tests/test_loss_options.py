@@ -16,7 +16,7 @@ import torch
 
 from flashsim.losses import LOSSES, check_loss_options, grpo_loss
 from flashsim.sim.config import AlgorithmConfig
-from flashsim.sim.simulation import Learner
+from flashsim.sim.simulation import PolicyLearner
 from tests.flashsim_command import run_flashsim
 
 PLUMBING = ("advantages", "entropies", "failures", "num_sequences", "num_tokens", "validate", "reference_log_probs")
@@ -80,7 +80,7 @@ def test_the_simulators_learner_honours_grpos_scale_by_std():
     mask, ids = torch.ones(8, 3, dtype=torch.bool), torch.arange(8) // 4
     direct, _ = grpo_loss(log_probs, behavior, rewards, mask, ids, scale_by_std=False)
     default, _ = grpo_loss(log_probs, behavior, rewards, mask, ids)
-    learner = Learner(torch.nn.Linear(1, 1).double(), AlgorithmConfig.for_loss("grpo", loss_options={
+    learner = PolicyLearner(torch.nn.Linear(1, 1).double(), AlgorithmConfig.for_loss("grpo", loss_options={
         "scale_by_std": False}))
     advantages = learner.loss_fn.compute_advantages(rewards, ids, learner.options)
     through_registry, _ = LOSSES["grpo"](log_probs, behavior, rewards, mask, ids, advantages=advantages,

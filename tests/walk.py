@@ -36,10 +36,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MAX_WALK_FILES = 16
-"""The most project files one update may run functions in: a newcomer can read that many. 15 before the
-registry's row (``LossSpec``) left ``loss.py`` for ``losses/registry.py``; the loss is now that table and the
-formula's file (docs/design.md, "One update")."""
+MAX_WALK_FILES = 15
+"""The most project files one update may run functions in: a newcomer can read that many (docs/design.md,
+"One update")."""
 
 TRAIN_ARGS = ("train", "--env", "bandit", "--updates", "1")
 """The traced command, ``flashsim train --env bandit --updates 1`` (plus ``--out`` a temporary folder)."""
@@ -106,7 +105,7 @@ def train_walk() -> Walk:
     """The walk of ``flashsim train --env bandit --updates 1`` (the CLI's own import is not traced)."""
     import matplotlib
 
-    matplotlib.use("Agg")  # as flashsim.plotting does, before pyplot is imported
+    matplotlib.use("Agg")  # as flashsim.io.plot_curves does, before pyplot is imported
     for name in _IMPORTED_BEFORE_TRACING:
         importlib.import_module(name)
     import flashsim.cli

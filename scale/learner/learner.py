@@ -27,7 +27,7 @@ from flashsim.losses import get_loss
 from scale.learner.distributed import all_reduce_sum, data_parallel_scale, gather_batch
 from scale.learner.logprobs import chunked_token_log_probs
 from scale.learner.model import hidden_states
-from scale.learner.sharding import PARALLEL, checkpoint_blocks, full_state_dict, shard
+from scale.learner.sharding import PARALLEL, checkpoint_blocks, full_state_dict, shard_model
 from scale.rollouts.trajectory import Rollout, Trajectory
 
 
@@ -194,7 +194,7 @@ class Learner:
             checkpoint_blocks(model)
         self.scorer: torch.nn.Module = PolicyScorer(model, temperature=temperature, chunk_size=chunk_size)
         if self.sharded:
-            shard(self.scorer, model, mixed_precision=mixed_precision, cpu_offload=cpu_offload)
+            shard_model(self.scorer, model, mixed_precision=mixed_precision, cpu_offload=cpu_offload)
         elif data_parallel:
             self.scorer = torch.nn.parallel.DistributedDataParallel(self.scorer)
         self.optimizer = (optimizer if isinstance(optimizer, torch.optim.Optimizer)

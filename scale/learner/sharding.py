@@ -62,7 +62,9 @@ def checkpoint_blocks(model: Any) -> None:
         setattr(parent, name, checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT))
 
 
-def shard(scorer: torch.nn.Module, model: Any, *, mixed_precision: bool = False, cpu_offload: bool = False) -> None:
+def shard_model(
+    scorer: torch.nn.Module, model: Any, *, mixed_precision: bool = False, cpu_offload: bool = False
+) -> None:
     """``fully_shard`` each decoder block of ``model``, then ``scorer`` (the root, which holds ``model``)."""
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 

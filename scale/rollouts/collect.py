@@ -82,7 +82,7 @@ def collect(
     return groups, dropped
 
 
-def evaluate(
+def evaluate_completions(
     engine: RolloutEngine, tokenizer: Tokenizer, examples: Sequence[PromptExample], settings: RolloutSettings,
     *, batch_size: int = 256,
 ) -> dict[str, float]:

@@ -51,7 +51,7 @@ TRANSFORMER_EXPERIMENTS = ("C2collapse",)
 """Pre-registered follow-ups run by name (``python -m scale reproduce C2collapse``), not part of ``all``; each has a
 section of its own on the transformer page (:mod:`scale.run.collapse`)."""
 TRANSFORMER_PROFILES = ("smoke", "quick", "full")
-TOOL_ERROR_RATE = 0.3
+CALCULATOR_ERROR_RATE = 0.3
 """Share of expressions the calculator answers wrong (the pilot's task)."""
 C2_LAG = 1
 """C2's injected lag L (``rollout.injected_lag``), chosen by the pilot in ``docs/transformer-pilot.md``: at the
@@ -116,7 +116,7 @@ def base_config(profile: str, warmups: Path | str) -> Config:
     """The task at ``profile``'s budget; warm-ups shared through ``warmups``."""
     _, updates, every, steps, tests = _BUDGETS[profile]
     return load_config(resolve_config_path("tiny_cpu"), [
-        f"rollout.tool_error_rate={TOOL_ERROR_RATE}", "loop.mode=sync", "log.progress=false",
+        f"rollout.tool_error_rate={CALCULATOR_ERROR_RATE}", "loop.mode=sync", "log.progress=false",
         f"train.updates={updates}", f"eval.every={every}", f"warmup.steps={steps}", f"data.num_test={tests}",
         f"warmup.cache={Path(warmups).resolve()}", "log.checkpoint_every=1000000"])
 

@@ -26,7 +26,7 @@ from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
 
-MODES = ("auto", "async", "sync")
+LOOP_MODES = ("auto", "async", "sync")
 BUILTIN_WARMUP_STEPS = 300
 """Supervised warm-up steps on the bundled arithmetic task when ``warmup.steps`` is null."""
 PLACEMENTS = ("threads", "ray")
@@ -251,7 +251,7 @@ class LoopConfig:
 
 
     def __post_init__(self) -> None:
-        check_choice("mode", self.mode, MODES)
+        check_choice("mode", self.mode, LOOP_MODES)
         check_choice("placement", self.placement, PLACEMENTS)
         if self.placement == "ray" and self.mode == "sync":
             raise ValueError(f"placement 'ray' needs mode 'async' (sync rollouts run in this process), "

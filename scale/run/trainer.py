@@ -4,7 +4,7 @@
 them; only this module (and the CLI) writes files or seeds anything. The run directory is flashsim's
 (:class:`flashsim.io.RunDirectory`, the simulator's too): ``config.yaml``, ``metrics.csv`` /
 ``metrics.jsonl`` (columns :data:`COLUMNS`), ``checkpoint/state.pt``, ``summary.json``, ``curves.png``
-(:data:`PANELS`, drawn by the simulator's :func:`flashsim.plotting.plot_curves` at the end, and at evaluations
+(:data:`SCALE_PANELS`, drawn by the simulator's :func:`flashsim.io.plot_curves` at the end, and at evaluations
 at most every ``log.curves_every_s``; ``log.curves: false`` turns it off) and,
 with ``log.logger: tensorboard``, TensorBoard event files. With ``learner.parallel: fsdp`` the model and
 optimizer are saved apart, every rank its shard, as the ``torch.distributed.checkpoint`` directory
@@ -33,11 +33,10 @@ import torch
 import yaml
 
 from flashsim.config import to_dict
-from flashsim.io import SUMMARY, ProgressBar, RunDirectory, read_metrics
-from flashsim.plotting import CurvePanel, plot_curves
+from flashsim.io import SUMMARY, CurvePanel, ProgressBar, RunDirectory, plot_curves, read_metrics
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
 from scale.learner.sharding import load_sharded, save_sharded
-from scale.rollouts.collect import evaluate
+from scale.rollouts.collect import evaluate_completions
 from scale.rollouts.sources import InjectedLag, lag_metrics
 from scale.rollouts.trajectory import Rollout, RolloutEngine, SamplingParams
 from scale.run.build import EVAL_SEED_OFFSET, build, build_source
@@ -67,7 +66,7 @@ actors), ``time/wait_s`` the learner's seconds blocked waiting for the batch, ``
 and the weights' publication, ``time/eval_s`` the held-out evaluation in this row (if any), ``time/plot_s``
 drawing ``curves.png`` (if drawn), ``time/elapsed_s`` the wall-clock since RL started. ``eval/accuracy_low`` /
 ``_high`` bound a 95 % interval (:func:`scale.rollouts.collect.accuracy_interval`)."""
-PANELS = (
+SCALE_PANELS = (
     CurvePanel("rollout/reward", "accuracy: train reward (held-out eval dashed)", dashed="eval/accuracy"),
     CurvePanel("lag/mean", "policy lag (mean, updates)"),
     CurvePanel("trust/acceptance_rate", "gate acceptance rate"),
@@ -208,7 +207,7 @@ class Trainer:
             self.rows.append(row)
             if self._plot_due(row):
                 c, start = self.config, time.perf_counter()
-                plot_curves({c.train.loss: self.rows}, self.run_dir.out / CURVES, panels=PANELS,
+                plot_curves({c.train.loss: self.rows}, self.run_dir.out / CURVES, panels=SCALE_PANELS,
                             smooth=CURVE_SMOOTHING,
                             title=f"{c.model.name} · {c.train.loss} · {c.loop_mode} loop · seed {c.seed}")
                 self._last_plot = time.perf_counter()
@@ -242,13 +241,13 @@ class Trainer:
         p.eval_engine.update_weights(weights, p.learner.version)
         p.eval_engine.generator.manual_seed(self.config.seed + EVAL_SEED_OFFSET)
         size = self.config.eval.batch_size
-        sampled = evaluate(p.eval_engine, p.tokenizer, examples, p.settings, batch_size=size)
+        sampled = evaluate_completions(p.eval_engine, p.tokenizer, examples, p.settings, batch_size=size)
         row = {f"eval/{k}": v for k, v in sampled.items() if k != "count"}
         if self.config.eval.greedy:
             greedy = SamplingParams(max_new_tokens=self.config.rollout.max_new_tokens, greedy=True,
                                     allow_truncated_sampling=True)
             settings = dataclasses.replace(p.settings, sampling=greedy, group_size=1)
-            greedy_row = evaluate(p.eval_engine, p.tokenizer, examples, settings, batch_size=size)
+            greedy_row = evaluate_completions(p.eval_engine, p.tokenizer, examples, settings, batch_size=size)
             for key in ("accuracy", "accuracy_low", "accuracy_high"):
                 row[f"eval/{key.replace('accuracy', 'accuracy_greedy')}"] = greedy_row[key]
         return row

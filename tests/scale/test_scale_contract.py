@@ -25,11 +25,10 @@ def _imported_modules(path):
             yield node.module
 
 
-PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.plotting",
-          "flashsim.experiments.design", "flashsim.experiments.runner", "flashsim.experiments.analysis",
-          "flashsim.experiments.report")
-"""flashsim's public modules for scale: the losses, and the one config mechanism, output path, checks and
-curves.png; and the claims machinery (designs, the resumable cell runner, summaries with the verdict rule,
+PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.experiments.design",
+          "flashsim.experiments.runner", "flashsim.experiments.analysis", "flashsim.experiments.report")
+"""flashsim's public modules for scale: the losses, and the one config mechanism, output path (curves.png
+included) and checks; and the claims machinery (designs, the resumable cell runner, summaries with the verdict rule,
 the results page), which the transformer claims (``scale/run/claims.py``) reuse."""
 
 

@@ -51,10 +51,10 @@ def _trl_reference(loss_type, log_probs, batch, advantages, budget=32):
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
 def test_the_trl_adapter_reproduces_trls_loss_and_gradient(loss_type):
     pytest.importorskip("trl")
-    from flashsim.testing.adapters.trl import grpo_loss
+    from flashsim.testing.adapters.trl import policy_loss
 
     batch = _batch()
-    adapter = grpo_loss(loss_type)
+    adapter = policy_loss(loss_type)
     advantages = adapter.advantages(batch.rewards, batch.group_ids)
     loss, gradient = _grad(adapter, batch, batch.behavior_log_probs, batch.rewards, batch.action_mask,
                            batch.group_ids)
@@ -70,24 +70,24 @@ def test_the_trl_adapter_reproduces_trls_loss_and_gradient(loss_type):
 
 def test_trl_bnpo_declared_as_a_sample_mean_fails_the_gradient_invariants():
     pytest.importorskip("trl")
-    from flashsim.testing.adapters.trl import grpo_loss
+    from flashsim.testing.adapters.trl import policy_loss
 
     names = ["on_policy_gradient", "length_normalisation"]
-    right = check_loss(grpo_loss("bnpo"), invariants=names, max_examples=10)
+    right = check_loss(policy_loss("bnpo"), invariants=names, max_examples=10)
     assert right.passed, str(right)
-    wrong = check_loss(grpo_loss("bnpo"), aggregation="trl:grpo", invariants=names, max_examples=10)
+    wrong = check_loss(policy_loss("bnpo"), aggregation="trl:grpo", invariants=names, max_examples=10)
     assert {r.name for r in wrong.failures} == set(names), str(wrong)
 
 
 def test_trl_masks_padding_by_multiplying_and_bnpo_is_not_microbatch_invariant():
     pytest.importorskip("trl")
-    from flashsim.testing.adapters.trl import grpo_loss
+    from flashsim.testing.adapters.trl import policy_loss
 
-    report = check_loss(grpo_loss("grpo"), invariants=["padding"], max_examples=20)
+    report = check_loss(policy_loss("grpo"), invariants=["padding"], max_examples=20)
     assert report["padding"].failed and "non-finite" in report["padding"].message
-    bnpo = check_loss(grpo_loss("bnpo"), invariants=["shards"], max_examples=30)
+    bnpo = check_loss(policy_loss("bnpo"), invariants=["shards"], max_examples=30)
     assert bnpo["shards"].failed, str(bnpo)
-    dapo = check_loss(grpo_loss("dapo"), invariants=["shards"], max_examples=30)
+    dapo = check_loss(policy_loss("dapo"), invariants=["shards"], max_examples=30)
     assert dapo.passed, str(dapo)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from flashsim.plotting import plot_curves
+from flashsim.io import plot_curves
 from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, build_tables, optimal_success, train
 from flashsim.testing.conventions import ALGORITHMS
 

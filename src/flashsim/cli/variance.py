@@ -22,7 +22,7 @@ import torch
 from flashsim.config import add_flags, flag_assignments, load, to_dict
 from flashsim.io import atomic_write_text
 from flashsim.variance.plots import plot_metrics, plot_split
-from flashsim.variance.sweep import SweepConfig, run_sweep
+from flashsim.variance.sweep import SweepConfig, measure_sweep
 
 TABLE_COLUMNS = (
     ("config/lag", "L", "{:>3}"),
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         config = load(SweepConfig, args.config, args.set, flag_assignments(args, args.config_paths))
         args.out.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
-        rows = run_sweep(config, progress=None if args.quiet else _progress)
+        rows = measure_sweep(config, progress=None if args.quiet else _progress)
     except (ImportError, ValueError, TypeError) as error:
         print(f"flashsim variance: error: {error}", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ from pathlib import Path
 from flashsim.experiments.analysis import summarize, write_summary
 from flashsim.experiments.claims import CLAIMS, PROFILES, build_design
 from flashsim.experiments.design import Arm, Cell, ClaimDesign, Comparison, KnobValue, Panel, with_overrides
-from flashsim.experiments.plots import plot_curves, plot_knob
+from flashsim.experiments.plots import plot_knob, plot_success_curves
 from flashsim.experiments.report import figure_names, write_report
 from flashsim.experiments.run_cell import CELL_METRICS, run_cell
 from flashsim.experiments.runner import run_sweep
@@ -49,7 +49,7 @@ def write_outputs(design: ClaimDesign, out: Path | str) -> dict:
     summary = write_summary(design, out)
     knob_figure, curves_figure = figure_names(design.claim)
     plot_knob(summary, Path(out) / design.claim / knob_figure, panels=design.panels)
-    plot_curves(design, out, Path(out) / design.claim / curves_figure)
+    plot_success_curves(design, out, Path(out) / design.claim / curves_figure)
     return summary
 
 
@@ -57,6 +57,6 @@ __all__ = [
     "AT_CEILING", "Arm", "CELL_METRICS", "CLAIMS", "Cell", "ClaimDesign", "Comparison", "Effect", "INCONCLUSIVE",
     "KnobValue", "NEGLIGIBLE", "NOT_SUPPORTED", "PROFILES", "Panel", "SUPPORTED", "build_design", "mean_interval",
     "paired_verdict",
-    "plot_curves", "plot_knob", "run_cell", "run_sweep", "summarize", "with_overrides", "write_outputs",
+    "plot_knob", "plot_success_curves", "run_cell", "run_sweep", "summarize", "with_overrides", "write_outputs",
     "write_report", "write_summary",
 ]

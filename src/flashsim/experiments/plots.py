@@ -131,7 +131,7 @@ def _log_scale_if_wide(axis, summary: dict, metric: str) -> None:
         axis.set_yscale("log")
 
 
-def plot_curves(design: ClaimDesign, out: Path | str, path: Path | str, knob: str | None = None) -> Path:
+def plot_success_curves(design: ClaimDesign, out: Path | str, path: Path | str, knob: str | None = None) -> Path:
     """Mean exact train success per arm at ``knob`` (default: the headline), with a 95 % band; a second panel
     with the batch's tool calls per trajectory when the primary comparison is on ``tool_calls``."""
     plt = _pyplot()

@@ -14,7 +14,7 @@ Modules, one job each:
   same kind of source;
 - :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics; the learner (optimizer
   steps through the loss registry); :func:`train`, the run with outputs, checkpoints, resume, progress
-  (the run directory: :mod:`flashsim.io`; ``curves.png``: :mod:`flashsim.plotting`).
+  (the run directory and ``curves.png``: :mod:`flashsim.io`).
 
 Example:
     >>> from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, train
@@ -43,11 +43,11 @@ from flashsim.sim.config import (
 )
 from flashsim.sim.engine import AsyncEngine
 from flashsim.sim.rollouts import AccountingError, LaggedSource, Ledger, Sampler, Snapshot, draw_lags, roll_out
-from flashsim.sim.simulation import METRIC_KEYS, Learner, Simulation, TrainResult, train
+from flashsim.sim.simulation import METRIC_KEYS, PolicyLearner, Simulation, TrainResult, train
 
 __all__ = [
     "AccountingError", "AlgorithmConfig", "AsyncEngine", "AsyncWorkers", "ENVS", "FixedLag",
-    "LaggedSource", "Learner", "Ledger", "METRIC_KEYS", "RandomLag", "Sampler", "SimEnv", "Simulation", "Snapshot",
-    "TimingModel", "TrainConfig", "TrainResult", "build_tables", "draw_lags", "make_env", "optimal_success",
+    "LaggedSource", "Ledger", "METRIC_KEYS", "PolicyLearner", "RandomLag", "Sampler", "SimEnv", "Simulation",
+    "Snapshot", "TimingModel", "TrainConfig", "TrainResult", "build_tables", "draw_lags", "make_env", "optimal_success",
     "parse_lag", "roll_out", "train",
 ]

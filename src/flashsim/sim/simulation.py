@@ -2,7 +2,7 @@
 
 :class:`Simulation` wires the parts together: a vector env (:func:`~flashsim.sim.config.make_env`), a policy
 (:mod:`flashsim.policies`), a rollout source that decides the lag (:class:`~flashsim.sim.rollouts.LaggedSource`
-for injected lag, :class:`~flashsim.sim.engine.AsyncEngine` for emergent lag), the :class:`Learner`
+for injected lag, :class:`~flashsim.sim.engine.AsyncEngine` for emergent lag), the :class:`PolicyLearner`
 and exact evaluation (:func:`flashsim.exact.evaluate`, or a seeded Monte Carlo estimate with its
 standard error for envs without tables). Update k takes the source's next batch (or the next
 minibatch of the current one), takes one optimizer step, and publishes θ_{k+1}. All randomness comes
@@ -66,9 +66,8 @@ from torch import Tensor
 
 from flashsim import exact
 from flashsim.config import from_dict, to_dict
-from flashsim.io import SUMMARY, ProgressBar, RunDirectory, load_checkpoint, read_metrics
+from flashsim.io import SUMMARY, ProgressBar, RunDirectory, load_checkpoint, plot_curves, read_metrics
 from flashsim.losses import LOSSES
-from flashsim.plotting import plot_curves
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TrainConfig, make_env, timing_of
 from flashsim.sim.engine import AsyncEngine, EngineState, TrajectoryStore
@@ -118,7 +117,7 @@ class Simulation:
         self.rng = np.random.default_rng(config.seed)
         generator = torch.Generator().manual_seed(config.seed)
         self.policy = make_policy(config.policy, self.env, generator=generator)
-        self.learner = Learner(self.policy, config.algorithm)
+        self.learner = PolicyLearner(self.policy, config.algorithm)
         self.exact_tables = exact.to_torch(self.tables) if self.tables is not None else None
         self.sampler = Sampler(self.env, self.timing.step_duration, config.logprob_noise)
         source = AsyncEngine if isinstance(config.lag, AsyncWorkers) else LaggedSource
@@ -312,7 +311,7 @@ class PreparedBatch:
     failures: Tensor | None = None  # [B] bool, only for the negative-token filter
 
 
-class Learner:
+class PolicyLearner:
     """Optimizer steps of one algorithm on a policy (see the module docstring).
 
     Args:

@@ -213,7 +213,7 @@ def load_function(spec: str, options: dict[str, object] | None = None) -> Callab
 
     ``"package.module:factory(key=value, ...)"`` or ``options`` call the named attribute with those keywords
     (values are Python literals, read with :func:`ast.literal_eval`; a bare word is a string) and return what
-    it returns, e.g. ``flashsim.testing.adapters.trl:grpo_loss(loss_type="bnpo")``.
+    it returns, e.g. ``flashsim.testing.adapters.trl:policy_loss(loss_type="bnpo")``.
 
     This runs the module's code, as ``python -c "import module"`` would: pass only your own modules.
     """

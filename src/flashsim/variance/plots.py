@@ -4,7 +4,7 @@
   line per estimator (and group size), with the bootstrap intervals as vertical bars;
 * :func:`plot_split` — the between-prompt / within-prompt split of the variance as stacked bars.
 
-Rows are the flat dicts of :func:`flashsim.variance.sweep.run_sweep`.
+Rows are the flat dicts of :func:`flashsim.variance.sweep.measure_sweep`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from flashsim.variance.sweep import series_label
 
-Row = Mapping[str, object]
+SweepRow = Mapping[str, object]
 
 PANELS = (
     ("grad/variance", "variance tr Cov(ĝ)", "log"),
@@ -34,18 +34,18 @@ def _pyplot():
     return plt
 
 
-def _varying(rows: Sequence[Row], x: str) -> list[str]:
+def _varying(rows: Sequence[SweepRow], x: str) -> list[str]:
     """The grid axes other than ``x`` that take several values (they split the lines)."""
     return [axis for axis, (key, _) in AXES.items() if axis != x and len({row[key] for row in rows}) > 1]
 
 
-def plot_metrics(rows: Sequence[Row], path: Path | str, *, x: str = "lag", title: str = "") -> Path:
+def plot_metrics(rows: Sequence[SweepRow], path: Path | str, *, x: str = "lag", title: str = "") -> Path:
     """Save a 2 × 2 figure of :data:`PANELS` against ``x`` (``"lag"`` or ``"budget"``) to ``path``."""
     if x not in AXES:
         raise ValueError(f"x must be one of {sorted(AXES)}, got {x!r}")
     key_x, label_x = AXES[x]
     varying = _varying(rows, x)
-    series: dict[str, list[Row]] = {}
+    series: dict[str, list[SweepRow]] = {}
     for row in rows:
         series.setdefault(series_label(row, varying), []).append(row)
     plt = _pyplot()
@@ -78,7 +78,7 @@ def plot_metrics(rows: Sequence[Row], path: Path | str, *, x: str = "lag", title
     return path
 
 
-def plot_split(rows: Sequence[Row], path: Path | str, *, title: str = "") -> Path:
+def plot_split(rows: Sequence[SweepRow], path: Path | str, *, title: str = "") -> Path:
     """Save stacked horizontal bars of between-prompt (dark) and within-prompt (light) variance per cell."""
     labels = [series_label(row, ["budget", "lag"]) for row in rows]
     between = [float(row["grad/between_prompt"]) for row in rows]

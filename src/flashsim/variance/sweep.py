@@ -113,7 +113,7 @@ def sweep_cells(config: SweepConfig) -> list[dict[str, object]]:
     return cells
 
 
-def run_sweep(
+def measure_sweep(
     config: SweepConfig, progress: Callable[[int, int, dict[str, object]], None] | None = None
 ) -> list[dict[str, object]]:
     """Measure every cell; return one flat row per cell (``config/…``, ``grad/…``, ``trust/…`` keys).

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from flashsim.testing.adapters import Adapter, group_rows, require
 
-BUDGET = 32
+MAX_COMPLETION_LENGTH = 32
 """``max_completion_length`` of the ``dr_grpo`` row (its N: the harness's rows are at most 24 tokens)."""
 
 OWN_OFF_POLICY = {
@@ -160,7 +160,8 @@ def variants() -> list[TRLLoss]:
     return [
         _row("grpo", "trl:grpo"),
         _row("bnpo", "trl:bnpo"),
-        _row("dr_grpo", f"constant:{BUDGET}", scale_rewards="none", max_completion_length=BUDGET),
+        _row("dr_grpo", f"constant:{MAX_COMPLETION_LENGTH}", scale_rewards="none",
+             max_completion_length=MAX_COMPLETION_LENGTH),
         _row("dapo", "trl:dapo"),
         _row("luspo", "seq_mean_token_sum"),
         _row("cispo", "token_mean", epsilon_high=5.0),
@@ -169,8 +170,8 @@ def variants() -> list[TRLLoss]:
     ]
 
 
-def grpo_loss(loss_type: str = "grpo", **options) -> TRLLoss:
-    """The TRL row for ``loss_type`` (``flashsim check-loss flashsim.testing.adapters.trl:grpo_loss
+def policy_loss(loss_type: str = "grpo", **options) -> TRLLoss:
+    """The TRL row for ``loss_type`` (``flashsim check-loss flashsim.testing.adapters.trl:policy_loss
     --option loss_type=bnpo``); other ``options`` go to ``GRPOConfig``."""
     for row in variants():
         if row.loss_type == loss_type:
@@ -179,4 +180,4 @@ def grpo_loss(loss_type: str = "grpo", **options) -> TRLLoss:
     raise ValueError(f"loss_type {loss_type!r} is not one of {', '.join(r.loss_type for r in variants())}")
 
 
-__all__ = ["TRLLoss", "grpo_loss", "variants"]
+__all__ = ["TRLLoss", "policy_loss", "variants"]

@@ -22,11 +22,12 @@ from torch import Tensor
 
 from flashsim.testing.adapters import Adapter, require
 
-BUDGET = 32
+LOSS_SCALE_FACTOR = 32
 """``loss_scale_factor`` of the Dr. GRPO row with a fixed normaliser."""
 
-MODES = {"token-mean": "token_mean", "seq-mean-token-mean": "sample_mean", "seq-mean-token-sum": "seq_mean_token_sum",
-         "seq-mean-token-sum-norm": "seq_mean_token_sum_norm"}
+LOSS_AGG_MODES = {"token-mean": "token_mean", "seq-mean-token-mean": "sample_mean",
+                  "seq-mean-token-sum": "seq_mean_token_sum", "seq-mean-token-sum-norm": "seq_mean_token_sum_norm"}
+"""verl's ``loss_agg_mode`` → flashsim's name of that aggregation."""
 
 
 def actor_config(**fields):
@@ -97,12 +98,14 @@ def _row(name: str, algorithm: str, estimator: str, aggregation: str, **options)
 def variants() -> list[VerlLoss]:
     """GRPO with every ``loss_agg_mode`` verl documents for it, Dr. GRPO, and the FlashREINFORCE-like
     REINFORCE with rollout correction (``bypass_mode``, sequence rejection)."""
-    rows = [_row(f"grpo {mode}", "grpo", "group_mean_std", MODES[mode], loss_agg_mode=mode) for mode in MODES]
+    rows = [_row(f"grpo {mode}", "grpo", "group_mean_std", aggregation, loss_agg_mode=mode)
+            for mode, aggregation in LOSS_AGG_MODES.items()]
     rows.append(_row("dr_grpo seq-mean-token-sum-norm", "grpo", "group_mean", "seq_mean_token_sum_norm",
                      loss_agg_mode="seq-mean-token-sum-norm", norm_adv_by_std_in_grpo=False))
-    rows.append(_row(f"dr_grpo loss_scale_factor={BUDGET}", "grpo", "group_mean", f"constant:{BUDGET}",
+    rows.append(_row(f"dr_grpo loss_scale_factor={LOSS_SCALE_FACTOR}", "grpo", "group_mean",
+                     f"constant:{LOSS_SCALE_FACTOR}",
                      loss_agg_mode="seq-mean-token-sum-norm", norm_adv_by_std_in_grpo=False,
-                     loss_scale_factor=BUDGET))
+                     loss_scale_factor=LOSS_SCALE_FACTOR))
     rows.append(_row("reinforce bypass_mode seq_mean_k3", "flash_reinforce", "batch_mean", "sample_mean",
                      loss_agg_mode="seq-mean-token-mean", loss_mode="bypass_mode",
                      policy_loss={"rollout_correction": {"loss_type": "reinforce", "rollout_is": "token",
@@ -114,10 +117,11 @@ def variants() -> list[VerlLoss]:
 def policy_loss(loss_agg_mode: str = "token-mean", **options) -> VerlLoss:
     """verl's vanilla (PPO-clip) GRPO loss with ``loss_agg_mode`` (``flashsim check-loss
     flashsim.testing.adapters.verl:policy_loss --option loss_agg_mode=seq-mean-token-sum``)."""
-    if loss_agg_mode not in MODES:
-        raise ValueError(f"loss_agg_mode {loss_agg_mode!r} is not one of {', '.join(MODES)}")
+    if loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"loss_agg_mode {loss_agg_mode!r} is not one of {', '.join(LOSS_AGG_MODES)}")
     estimator = "group_mean_std" if options.get("norm_adv_by_std_in_grpo", True) else "group_mean"
-    aggregation = f"constant:{options['loss_scale_factor']}" if "loss_scale_factor" in options else MODES[loss_agg_mode]
+    aggregation = (f"constant:{options['loss_scale_factor']}" if "loss_scale_factor" in options
+                   else LOSS_AGG_MODES[loss_agg_mode])
     return _row(f"grpo {loss_agg_mode}", "grpo", estimator, aggregation, loss_agg_mode=loss_agg_mode, **options)
 
 
