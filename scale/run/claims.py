@@ -47,6 +47,9 @@ from flashsim.losses import LOSSES
 from scale.run.config import Config, load_config, resolve_config_path
 
 TRANSFORMER_CLAIMS = ("C1", "C2", "C3", "C4", "C9")
+TRANSFORMER_EXPERIMENTS = ("C2collapse",)
+"""Pre-registered follow-ups run by name (``python -m scale reproduce C2collapse``), not part of ``all``; each has a
+section of its own on the transformer page (:mod:`scale.run.collapse`)."""
 TRANSFORMER_PROFILES = ("smoke", "quick", "full")
 CALCULATOR_ERROR_RATE = 0.3
 """Share of expressions the calculator answers wrong (the pilot's task)."""
@@ -119,14 +122,19 @@ def base_config(profile: str, warmups: Path | str) -> Config:
 
 
 def build_transformer_design(claim: str, profile: str, warmups: Path | str, seeds: int | None = None) -> ClaimDesign:
-    """``claim``'s design at ``profile``'s budget (``seeds`` overrides the budget's count)."""
-    if claim not in TRANSFORMER_CLAIMS:
-        raise ValueError(f"claim must be one of {', '.join(TRANSFORMER_CLAIMS)}; got {claim!r}")
+    """``claim``'s design at ``profile``'s budget (``seeds`` overrides the budget's count). ``claim`` is one of
+    :data:`TRANSFORMER_CLAIMS` (seeds from 0) or of :data:`TRANSFORMER_EXPERIMENTS` (their own fresh seeds: the C2
+    collapse test's 30 from 100 at the full budget, the budget's count from 100 otherwise)."""
+    if claim not in (*TRANSFORMER_CLAIMS, *TRANSFORMER_EXPERIMENTS):
+        raise ValueError(f"claim must be one of {', '.join((*TRANSFORMER_CLAIMS, *TRANSFORMER_EXPERIMENTS))}; "
+                         f"got {claim!r}")
     if profile not in TRANSFORMER_PROFILES:
         raise ValueError(f"profile must be one of {', '.join(TRANSFORMER_PROFILES)}; got {profile!r}")
-    count = _BUDGETS[profile][0] if seeds is None else seeds
     design = _DESIGNS[claim](base_config(profile, warmups))
-    return dataclasses.replace(design, seeds=tuple(range(count)), profile=profile)
+    first = design.seeds[0] if claim in TRANSFORMER_EXPERIMENTS else 0
+    default = len(design.seeds) if claim in TRANSFORMER_EXPERIMENTS and profile == "full" else _BUDGETS[profile][0]
+    count = default if seeds is None else seeds
+    return dataclasses.replace(design, seeds=tuple(range(first, first + count)), profile=profile)
 
 
 TASK = KnobValue("tool30", "calculator wrong on 30 %")
@@ -212,7 +220,8 @@ C2_COLLAPSE_SEEDS = tuple(range(100, 130))
 
 
 def _c2_collapse(base: Config) -> ClaimDesign:
-    """Pre-registered (issue 30), not yet run: does the token-local gate collapse more often than the sequence gate?"""
+    """Pre-registered (issue 30, commit 75fee84): does the token-local gate collapse more often than the sequence
+    gate? Analysed by :mod:`scale.run.collapse`."""
     knob = tuple(KnobValue(f"tool30_lag{lag}", f"calculator wrong on 30 %, injected lag L = {lag}",
                            {"rollout.injected_lag": lag}, value=lag) for lag in (1, 2))
     return ClaimDesign(
@@ -236,8 +245,9 @@ def _c2_collapse(base: Config) -> ClaimDesign:
 
 
 def c2_collapse_design(warmups: Path | str, profile: str = "full") -> ClaimDesign:
-    """The pre-registered C2 collapse test at ``profile``'s budget, on its own seeds (not part of ``reproduce all``)."""
-    return dataclasses.replace(_c2_collapse(base_config(profile, warmups)), profile=profile)
+    """The pre-registered C2 collapse test at ``profile``'s budget, on its own seeds (not part of ``reproduce all``;
+    ``python -m scale reproduce C2collapse``)."""
+    return build_transformer_design("C2collapse", profile, warmups)
 
 
 def _c3(base: Config) -> ClaimDesign:
@@ -290,7 +300,7 @@ def _c9(base: Config) -> ClaimDesign:
         metrics=("tool_calls_change", "accuracy", "length"))
 
 
-_DESIGNS = {"C1": _c1, "C2": _c2, "C3": _c3, "C4": _c4, "C9": _c9}
+_DESIGNS = {"C1": _c1, "C2": _c2, "C3": _c3, "C4": _c4, "C9": _c9, "C2collapse": _c2_collapse}
 
 
 def run_transformer_cell(config: Config) -> dict[str, Any]:

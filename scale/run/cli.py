@@ -65,7 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     paths = add_flags(train, Config, names=FLAG_NAMES)
     train.set_defaults(config_paths=paths)
     reproduce = commands.add_parser("reproduce", help="the paper's claims on the tiny transformer (resumable)")
-    reproduce.add_argument("claims", nargs="+", metavar="CLAIM", help="C1, C2, C3, C4, C9 or all")
+    reproduce.add_argument("claims", nargs="+", metavar="CLAIM",
+                           help="C1, C2, C3, C4, C9 or all; or the pre-registered C2collapse (not in all; its own "
+                                "seeds 100-129, 30 at the full budget; a section of its own on the --report page)")
     budget = reproduce.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_const", dest="profile", const="quick", help="2 seeds, 30 updates (CI)")
     budget.add_argument("--smoke", action="store_const", dest="profile", const="smoke",
@@ -199,13 +201,16 @@ def reproduce(args: argparse.Namespace) -> int:
     from scale.run.claims import (
         TRANSFORMER_CELL_METRICS,
         TRANSFORMER_CLAIMS,
+        TRANSFORMER_EXPERIMENTS,
         build_transformer_design,
         plot_claim_curves,
         run_transformer_cell,
     )
+    from scale.run.collapse import COLLAPSE_CLAIM, write_collapse_outputs
 
     try:
-        names = list(TRANSFORMER_CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
+        names = list(dict.fromkeys(
+            name for claim in args.claims for name in (TRANSFORMER_CLAIMS if claim == "all" else (claim,))))
         designs = [build_transformer_design(name, args.profile, Path(args.out) / "warmups", args.seeds)
                    for name in names]
         run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress, run=run_transformer_cell)
@@ -217,15 +222,37 @@ def reproduce(args: argparse.Namespace) -> int:
         plot_claim_curves(design, args.out)
         print(f"{design.claim}: {primary['comparison']} at {design.headline}: {primary['verdict']}  "
               f"({Path(args.out) / design.claim / 'table.md'})")
+        if design.claim == COLLAPSE_CLAIM:
+            for arm, test in write_collapse_outputs(design, args.out)["tests"].items():
+                print(f"{design.claim}: collapses, {arm} vs sequence_gate: " + "; ".join(
+                    f"{knob} {row['collapsed']}/{row['runs']} vs {row['baseline_collapsed']}/{row['baseline_runs']}, "
+                    f"Fisher p {row['p']:.3g} (Holm {row['p_holm']:.3g})" for knob, row in test["by_knob"].items()))
     if args.report:
-        from flashsim.experiments.report import write_report
-        from scale.run.claims import REPORT_ABOUT, REPORT_TITLE
-
-        command = shlex.join(["python", "-m", "scale", "reproduce", *names, *_profile_flag(args.profile),
-                              "--out", args.out, "--report", args.report])
-        page = write_report(designs, args.out, args.report, command=command, title=REPORT_TITLE, about=REPORT_ABOUT)
-        print(f"report written to {page}")
+        _write_pages(args, names, [d for d in designs if d.claim not in TRANSFORMER_EXPERIMENTS],
+                     [d for d in designs if d.claim in TRANSFORMER_EXPERIMENTS])
     return 0
+
+
+def _write_pages(args: argparse.Namespace, names: list[str], claims: list, experiments: list) -> None:
+    """The claims' page (keeping an experiment's section already on it), then each experiment's section."""
+    from flashsim.experiments.report import write_report
+    from flashsim.io import atomic_write_text
+    from scale.run.claims import REPORT_ABOUT, REPORT_TITLE
+    from scale.run.collapse import section_of, write_collapse_section
+
+    command = shlex.join(["python", "-m", "scale", "reproduce", *names, *_profile_flag(args.profile),
+                          "--out", args.out, "--report", args.report])
+    page = Path(args.report)
+    if claims:
+        kept = section_of(page.read_text()) if page.exists() else ""
+        write_report(claims, args.out, page, command=command, title=REPORT_TITLE, about=REPORT_ABOUT)
+        if kept:
+            atomic_write_text(page, page.read_text().rstrip("\n") + "\n\n" + kept)
+    for design in experiments:
+        command = shlex.join(["python", "-m", "scale", "reproduce", design.claim, *_profile_flag(args.profile),
+                              "--out", args.out, "--report", args.report])
+        write_collapse_section(design, args.out, page, command)
+    print(f"report written to {page}")
 
 
 def _profile_flag(profile: str) -> list[str]:

@@ -191,7 +191,8 @@ def test_c9_sets_the_tool_error_rate_of_the_gridworld_and_compares_tool_calls_fi
 
 
 def test_verdict_seeds_avoid_the_pilots_seeds():
-    from flashsim.experiments.claims import C1_SIZE_PILOT_SEEDS, CLAIMS, EXPERIMENTS, PILOT_SEEDS
+    from flashsim.experiments.claims import CLAIMS, PILOT_SEEDS
+    from flashsim.experiments.follow_ups import C1_SIZE_PILOT_SEEDS, EXPERIMENTS
 
     for claim in CLAIMS:
         for profile in ("quick", "full"):
@@ -202,7 +203,8 @@ def test_verdict_seeds_avoid_the_pilots_seeds():
 
 
 def test_follow_up_experiments_build_by_name_and_stay_out_of_the_claims():
-    from flashsim.experiments.claims import CLAIMS, EXPERIMENTS
+    from flashsim.experiments.claims import CLAIMS
+    from flashsim.experiments.follow_ups import EXPERIMENTS
 
     assert not set(EXPERIMENTS) & set(CLAIMS)
     mechanism = build_design("C1mech", "full")

@@ -43,3 +43,21 @@ def test_gradient_probes_run_at_the_headline_and_make_a_table(tmp_path):
     assert set(record["result"]["probes"][0]) == {"update", *PROBE_METRICS}
     table = probe_table(design, tmp_path)
     assert table.count("\n") == 2 + len(design.arms) * len(probe_points(design.base.updates))
+
+
+def test_c5s_primary_counts_updates_because_the_minibatch_arm_collects_m_updates_of_rollouts_at_once():
+    import math
+
+    from flashsim.experiments.run_cell import rollouts_to, run_cell
+
+    design = build_design("C5", "quick")  # the smoke run is too short to reach 0.9 of the optimum
+    assert design.comparisons[0].metric == "updates_to_90" and design.base.eval_every == 1
+    cell = next(c for c in design.cells() if c.arm == "minibatches" and c.knob == "m4")
+    result = run_cell(cell.config)
+    curve, metrics = result["curve"], result["metrics"]
+    done = [k + 1 for k in curve["update"]]  # the curve's update k is the state after k + 1 updates
+    assert done == list(range(1, design.base.updates + 1))
+    assert curve["rollouts"] == [512.0 * math.ceil(n / 4) for n in done]  # 4 updates' rollouts at once
+    success = [metrics["success_initial"], *curve["success_train"]]
+    assert metrics["updates_to_90"] == rollouts_to([0.0, *done], success, 0.9 * metrics["optimum"])
+    assert 128 * metrics["updates_to_90"] < metrics["rollouts_to_90"]  # the rollouts collected ahead of training

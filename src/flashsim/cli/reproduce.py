@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from flashsim.experiments import CLAIMS, build_design, run_sweep, write_outputs, write_report
-from flashsim.experiments.claims import EXPERIMENTS
+from flashsim.experiments.follow_ups import EXPERIMENTS
 from flashsim.experiments.probes import PROBED, probe_design
 from flashsim.experiments.report import FOLLOW_UP_ABOUT, FOLLOW_UP_TITLE
 from flashsim.experiments.run_cell import probe_cell

@@ -1,7 +1,8 @@
 """Figures of a claim: metrics against the knob (means with 95 % intervals) and headline learning curves.
 
 Both are PNG files written atomically (matplotlib, Agg backend): ``<claim>.png`` has one panel per
-tabulated metric with one line per arm over the knob's values; ``<claim>_curves.png`` has the mean
+tabulated metric with each arm's means over the knob's values (joined by a line only where the values are an
+increasing quantity, :func:`ordered`; envs and other categories are points); ``<claim>_curves.png`` has the mean
 exact train success (band: 95 % t interval across seeds) of each arm at the headline setting, against
 the learner update (or the simulated clock, for C7's timing question), and beside it the batch's tool
 calls per trajectory where the claim's primary metric is ``tool_calls`` (C9).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,8 @@ from flashsim.experiments.run_cell import atomic_write
 from flashsim.experiments.verdict import mean_interval
 
 MAX_PANELS = 8
+TICK_WIDTH = 24
+"""Characters per line of a knob label under a panel of at most three values (wider panels rotate them)."""
 
 
 def _pyplot():
@@ -62,7 +66,7 @@ def plot_knob(summary: dict, path: Path | str, panels: tuple[Panel, ...] = ()) -
         figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.3 * rows), squeeze=False)
         names = [k["name"] for k in summary["knob"]]
         for index, metric in enumerate(metrics):
-            _plot_metric(axes.flat[index], summary, metric, names)
+            _plot_metric(axes.flat[index], summary, metric, names, lines=ordered(summary["knob"]))
             axes.flat[index].set_title(metric, fontsize=9)
         for axis in list(axes.flat)[len(metrics):]:
             axis.set_visible(False)
@@ -75,6 +79,19 @@ def plot_knob(summary: dict, path: Path | str, panels: tuple[Panel, ...] = ()) -
         return _save(figure, Path(path))
     finally:
         plt.close(figure)
+
+
+def ordered(knob: list[dict]) -> bool:
+    """Whether the knob's values are a quantity that increases along it (lags, minibatches, σ), so that a line
+    between neighbours means something; categories (envs, an env × lag grid) are drawn as points.
+
+    >>> ordered([{"value": 2}, {"value": 4}]), ordered([{"value": None}, {"value": None}])
+    (True, False)
+    >>> ordered([{"value": 0}, {"value": 4}, {"value": 0}, {"value": 4}])  # two envs, each over the lag
+    False
+    """
+    values = [k.get("value") for k in knob]
+    return all(isinstance(v, (int, float)) for v in values) and all(a < b for a, b in zip(values, values[1:]))
 
 
 def _plot_metric(axis, summary: dict, metric: str, names: tuple[str, ...] | list[str], ticks: tuple[str, ...] = (),
@@ -99,6 +116,8 @@ def _plot_metric(axis, summary: dict, metric: str, names: tuple[str, ...] | list
         axis.set_yticks([])
     _log_scale_if_wide(axis, summary, metric)
     wide = len(names) > 3
+    if not wide:  # a few long labels ("gridworld, each arm at its pilot's best lr") side by side: wrapped
+        ticks = tuple(textwrap.fill(tick, TICK_WIDTH) for tick in ticks)
     axis.set_xticks(x, ticks, rotation=45 if wide else 0, ha="right" if wide else "center", fontsize=7)
     axis.set_xlim(-0.5, len(names) - 0.5)
     axis.grid(alpha=0.3)

@@ -45,7 +45,8 @@ RULE = (
     "take the paired differences arm − baseline over the seeds with both values and their 95 % Student-t interval "
     "[lo, hi]. Each metric has a pre-registered smallest effect of interest e: 0.01 absolute for success, `auc`, "
     "truncation, acceptance and idle fractions, drawdown; 0.1 tool calls; 5 % of the baseline's mean for "
-    "rollouts-to-threshold, length, entropy, drift and seconds per update. Where the quoted number is a size — "
+    "rollouts- and updates-to-threshold, length, entropy, drift and seconds per update. Where the quoted number is "
+    "a size — "
     "C1's half the rollouts (a factor of 2), C3's 36 % shorter (3,947 / 2,518 = 1.57), C7's pre-registered 2× — the "
     "factor's 95 % interval (delta method on the same pairs) is tested against it too. In order: **at the ceiling** "
     f"(a final success, both arms' mean within ε = {CEILING_EPSILON} of the exact optimum) and **at the floor** (a "
@@ -215,7 +216,8 @@ SIMULATION_ABOUT = (
     "Primary measures cannot saturate: `auc` is the area under the exact success curve against rollouts spent "
     "(divided by the rollouts: a mean success per rollout), `rollouts_to_90`/`rollouts_to_95` the rollouts "
     "spent until success first reaches 0.9/0.95 of the exact optimum (NaN, and the pair dropped, where a run "
-    "never reaches it). Final success is secondary, and at the ceiling it decides nothing.",
+    "never reaches it), `updates_to_90` (C5's) the learner updates until then. Final success is secondary, and at "
+    "the ceiling it decides nothing.",
     "Every quoted number is labelled by its source: **article** (the source article about the FlashREINFORCE "
     "paper), **reference implementation** (FlashREINFORCE's published code and defaults), or **other systems** "
     "(published numbers of other asynchronous RL systems, not of FlashREINFORCE).",
@@ -227,7 +229,7 @@ SIMULATION_ABOUT = (
 
 FOLLOW_UP_TITLE = "Follow-up experiments: C1 at the claimed size, and C1's mechanism"
 FOLLOW_UP_ABOUT = (
-    "Two experiments issue 30 asked for, each pre-registered in `flashsim.experiments.claims` (design, prediction "
+    "Two experiments issue 30 asked for, each pre-registered in `flashsim.experiments.follow_ups` (design, prediction "
     "and cost committed before its run; the commits are named in the introduction) and run on fresh seeds "
     "2000–2019. They are not part of `flashsim reproduce all`. Success is the exact expected success of the "
     "policy; the intervals are over seeds.",

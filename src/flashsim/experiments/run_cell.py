@@ -56,6 +56,9 @@ CELL_METRICS = {
     "rollouts_to_95": "rollouts spent until exact train success first reaches 0.95 × optimum (as rollouts_to_90)",
     "rollouts_to_60": "rollouts spent until exact train success first reaches 0.6 × optimum (as rollouts_to_90)",
     "rollouts_to_70": "rollouts spent until exact train success first reaches 0.7 × optimum (as rollouts_to_90)",
+    "updates_to_90": "learner updates completed until exact train success first reaches 0.9 × optimum (as "
+                     "rollouts_to_90): the data trained on, where arms collect it in different chunks (C5's m "
+                     "minibatches of one batch collect m updates' trajectories at once)",
     "drawdown": "largest fall of exact train success from its running peak at any evaluation point (the "
                 "collapse of a run that recovers counts too)",
 }
@@ -125,6 +128,7 @@ def run_cell(config: TrainConfig) -> dict[str, object]:
         "rollouts_to_95": rollouts_to(rollouts, success, 0.95 * optimum),
         "rollouts_to_60": rollouts_to(rollouts, success, 0.6 * optimum),
         "rollouts_to_70": rollouts_to(rollouts, success, 0.7 * optimum),
+        "updates_to_90": rollouts_to([0.0, *(k + 1.0 for k in curve["update"])], success, 0.9 * optimum),
         "drawdown": drawdown(success),
     }
     assert set(metrics) == set(CELL_METRICS)

@@ -106,6 +106,7 @@ SMALLEST_EFFECTS: dict[str, Effect] = {
     "learner_idle": Effect(0.01), "tool_calls": Effect(0.1),
     "rollouts_to_90": Effect(0.05, relative=True), "rollouts_to_95": Effect(0.05, relative=True),
     "rollouts_to_60": Effect(0.05, relative=True), "rollouts_to_70": Effect(0.05, relative=True),
+    "updates_to_90": Effect(0.05, relative=True),
     "length": Effect(0.05, relative=True), "entropy_final": Effect(0.05, relative=True),
     "seconds_per_update": Effect(0.05, relative=True), "sequence_kl": Effect(0.05, relative=True),
 }
@@ -117,7 +118,7 @@ CEILINGS = {"success_train": "optimum", "success_peak": "optimum", "success_held
 FLOORS = frozenset({"drawdown", "collapse", "truncation", "worker_idle", "learner_idle"})
 """Measures bounded below by 0 (a fall, a share of truncated runs, an idle fraction): the floor rule applies."""
 
-THRESHOLDS = frozenset({"rollouts_to_60", "rollouts_to_70", "rollouts_to_90", "rollouts_to_95"})
+THRESHOLDS = frozenset({"rollouts_to_60", "rollouts_to_70", "rollouts_to_90", "rollouts_to_95", "updates_to_90"})
 """Threshold measures (NaN where a run never reaches the level): a pair dropped by one arm is inconclusive."""
 
 
