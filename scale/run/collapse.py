@@ -26,11 +26,21 @@ from typing import Any
 
 from scipy import stats
 
-from flashsim.experiments.analysis import MEANS, PER_SEED, SUMMARY, TABLE, fmt_interval, fmt_p, markdown_tables
+from flashsim.experiments.analysis import (
+    MEANS,
+    PER_SEED,
+    SUMMARY,
+    TABLE,
+    fmt_interval,
+    fmt_p,
+    load_cells,
+    markdown_tables,
+)
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.runner import to_json
 from flashsim.experiments.verdict import ALPHA, holm
 from flashsim.io import atomic_write_text
+from scale.run.claims import COLLAPSE_DROP, COLLAPSE_EVALS
 
 COLLAPSE_CLAIM = "C2collapse"
 BASELINE = "sequence_gate"
@@ -44,8 +54,6 @@ SECTION_END = f"<!-- {COLLAPSE_CLAIM}: end -->"
 
 def collapse_counts(design: ClaimDesign, out: Path | str) -> dict[str, dict[str, dict[str, Any]]]:
     """knob → arm → ``{"collapsed": [seeds], "runs": finished cells}`` from the finished cells."""
-    from flashsim.experiments.analysis import load_cells
-
     records = load_cells(design, out)
     counts: dict[str, dict[str, dict[str, Any]]] = {}
     for knob in design.knob:
@@ -97,8 +105,6 @@ def plot_seed_curves(design: ClaimDesign, out: Path | str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from flashsim.experiments.analysis import load_cells
-
     records = load_cells(design, out)
     rows, columns = len(design.knob), len(design.arms)
     figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), sharex=True, sharey=True,
@@ -127,7 +133,8 @@ def plot_seed_curves(design: ClaimDesign, out: Path | str) -> Path:
             if j == 0:
                 axis.set_ylabel("held-out accuracy")
     figure.suptitle(f"{design.claim}: every seed's held-out accuracy (grey: no collapse; colour: collapsed, i.e. at "
-                    "least 0.05 below its running peak at each of the last two evaluations)", fontsize=9)
+                    f"least {COLLAPSE_DROP} below its running peak at each of the last {COLLAPSE_EVALS} evaluations)",
+                    fontsize=9)
     figure.tight_layout()
     path = Path(out) / design.claim / SEEDS_FIGURE
     figure.savefig(path, dpi=120)
