@@ -62,6 +62,12 @@ class Cause:
     """A line before ``code`` (its function's ``def``) where the same code appears more than once."""
 
 
+# What a user reads where several rows share one flaw: one wording per flaw.
+_NAN_LOSS = "padding is masked by multiplying: a NaN or inf log-prob in a padding slot makes the loss NaN."
+_NAN_GRADIENT = (
+    "token-mean masks the loss with torch.where, but a padding slot's gradient is its (detached) ratio × A × 0, "
+    "and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is finite.")
+
 CAUSES: dict[tuple[str, str, str], Cause] = {
     # (framework, invariant, variant regex) -> cause
     ("TRL", "padding", r"^gspo$"): Cause(
@@ -77,17 +83,17 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "a subclass or another source of log-probs; mask with torch.where there."),
     ("TRL", "padding", r"^bnpo$"): Cause(
         "trl/trainer/grpo_trainer.py", "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)",
-        "padding is masked by multiplying: a NaN or inf log-prob in a padding slot makes the loss NaN."),
+        _NAN_LOSS),
     ("TRL", "padding", r"^dr_grpo$"): Cause(
         "trl/trainer/grpo_trainer.py",
         "loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)",
-        "padding is masked by multiplying: a NaN or inf log-prob in a padding slot makes the loss NaN."),
+        _NAN_LOSS),
     ("TRL", "padding", r"^(dapo|cispo|vespo)$"): Cause(
         "trl/trainer/grpo_trainer.py", "loss = (per_token_loss * mask).sum() / normalizer",
-        "padding is masked by multiplying: a NaN or inf log-prob in a padding slot makes the loss NaN."),
+        _NAN_LOSS),
     ("TRL", "padding", r"^luspo$"): Cause(
         "trl/trainer/grpo_trainer.py", "loss = (per_token_loss * mask).sum(-1).mean()",
-        "padding is masked by multiplying: a NaN or inf log-prob in a padding slot makes the loss NaN."),
+        _NAN_LOSS),
     ("TRL", "precision", r"^vespo$"): Cause(
         "trl/trainer/grpo_trainer.py", "w_seq = torch.exp(log_w_seq)",
         "VESPO's sequence weight is exponentiated at the log-probs' dtype: with bf16 log-probs φ(w) is off by "
@@ -115,17 +121,14 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "skip groups whose rewards are all equal."),
     ("verl", "padding", r"^cispo"): Cause(
         "verl/trainer/ppo/core_algos.py", "pg_losses = -clipped_ratio_sg * advantages * log_prob",
-        "token-mean masks the loss with torch.where, but a padding slot's gradient is its (detached) ratio × A × 0, "
-        "and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is finite."),
+        _NAN_GRADIENT),
     ("verl", "padding", r"^dppo_tv"): Cause(
         "verl/trainer/ppo/core_algos.py", "pg_losses = -advantages * truncated_ratio * log_prob * valid_mask",
-        "token-mean masks the loss with torch.where, but a padding slot's gradient is its (detached) ratio × A × 0, "
-        "and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is finite.",
+        _NAN_GRADIENT,
         within="def compute_policy_loss_dppo_tv("),
     ("verl", "padding", r"^dppo_kl"): Cause(
         "verl/trainer/ppo/core_algos.py", "pg_losses = -advantages * truncated_ratio * log_prob * valid_mask",
-        "token-mean masks the loss with torch.where, but a padding slot's gradient is its (detached) ratio × A × 0, "
-        "and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is finite.",
+        _NAN_GRADIENT,
         within="def compute_policy_loss_dppo_kl("),
     ("verl", "padding", r"^gspo"): Cause(
         "verl/trainer/ppo/core_algos.py",
@@ -192,10 +195,10 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "loss NaN."),
     ("OpenRLHF", "padding", r"per-sample|^flash_reinforce"): Cause(
         "openrlhf/models/loss.py", "seq_loss = (loss * loss_mask).sum(dim=-1) / (token_counts + 1e-8)",
-        "padding is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the loss NaN."),
+        _NAN_LOSS),
     ("OpenRLHF", "padding", r"token_level_loss"): Cause(
         "openrlhf/models/utils.py", "return (tensor * mask).sum(dim=dim) / mask.sum(dim=dim)",
-        "padding is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the loss NaN."),
+        _NAN_LOSS),
     ("OpenRLHF", "precision", r"^group_norm|^dr_grpo"): Cause(
         "openrlhf/models/loss.py", "ratio = policy_log_ratio.exp()",
         "the PPO ratio is exponentiated at the log-probs' dtype: with bf16 log-probs tokens near 1 ± ε are "
