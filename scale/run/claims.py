@@ -47,6 +47,11 @@ from flashsim.losses import LOSSES
 from scale.run.config import Config, load_config, resolve_config_path
 
 TRANSFORMER_CLAIMS = ("C1", "C2", "C3", "C4", "C9")
+PILOT_SEEDS = (0, 1, 2)
+"""The seeds the task's pilots ran on (``docs/transformer-pilot.md``); no verdict is decided on them."""
+CLAIM_SEEDS_FROM = 10
+"""The first verdict seed of :data:`TRANSFORMER_CLAIMS` (seeds 10–19 at the full budget): disjoint from
+:data:`PILOT_SEEDS` and from every experiment's own seeds (issue 30)."""
 TRANSFORMER_EXPERIMENTS = ("C2collapse",)
 """Pre-registered follow-ups run by name (``python -m scale reproduce C2collapse``), not part of ``all``; each has a
 section of its own on the transformer page (:mod:`scale.run.collapse`)."""
@@ -123,15 +128,16 @@ def base_config(profile: str, warmups: Path | str) -> Config:
 
 def build_transformer_design(claim: str, profile: str, warmups: Path | str, seeds: int | None = None) -> ClaimDesign:
     """``claim``'s design at ``profile``'s budget (``seeds`` overrides the budget's count). ``claim`` is one of
-    :data:`TRANSFORMER_CLAIMS` (seeds from 0) or of :data:`TRANSFORMER_EXPERIMENTS` (their own fresh seeds: the C2
-    collapse test's 30 from 100 at the full budget, the budget's count from 100 otherwise)."""
+    :data:`TRANSFORMER_CLAIMS` (seeds from :data:`CLAIM_SEEDS_FROM`) or of :data:`TRANSFORMER_EXPERIMENTS`
+    (their own fresh seeds: the C2 collapse test's 30 from 100 at the full budget, the budget's count from 100
+    otherwise)."""
     if claim not in (*TRANSFORMER_CLAIMS, *TRANSFORMER_EXPERIMENTS):
         raise ValueError(f"claim must be one of {', '.join((*TRANSFORMER_CLAIMS, *TRANSFORMER_EXPERIMENTS))}; "
                          f"got {claim!r}")
     if profile not in TRANSFORMER_PROFILES:
         raise ValueError(f"profile must be one of {', '.join(TRANSFORMER_PROFILES)}; got {profile!r}")
     design = _DESIGNS[claim](base_config(profile, warmups))
-    first = design.seeds[0] if claim in TRANSFORMER_EXPERIMENTS else 0
+    first = design.seeds[0] if claim in TRANSFORMER_EXPERIMENTS else CLAIM_SEEDS_FROM
     default = len(design.seeds) if claim in TRANSFORMER_EXPERIMENTS and profile == "full" else _BUDGETS[profile][0]
     count = default if seeds is None else seeds
     return dataclasses.replace(design, seeds=tuple(range(first, first + count)), profile=profile)
@@ -216,7 +222,7 @@ def _c2(base: Config) -> ClaimDesign:
 
 
 C2_COLLAPSE_SEEDS = tuple(range(100, 130))
-"""Fresh seeds for the C2 collapse test: disjoint from the pilots' (0–2) and from the committed run's (0–9)."""
+"""Fresh seeds for the C2 collapse test: disjoint from the pilots' (0–2) and from the claims' (10–19)."""
 
 
 def _c2_collapse(base: Config) -> ClaimDesign:
