@@ -45,7 +45,7 @@ def test_every_arm_runs_the_same_ten_seeds_from_the_same_warmup(designs, claim):
 def test_the_verdict_seeds_are_disjoint_from_the_pilots_and_from_every_experiments_seeds(tmp_path, profile):
     claims = {seed for claim in TRANSFORMER_CLAIMS for seed in build_transformer_design(claim, profile, tmp_path).seeds}
     assert claims and not claims & set(PILOT_SEEDS)
-    assert PILOT_SEEDS == (0, 1, 2)  # docs/transformer-pilot.md's seeds, which the verdict runs must avoid
+    assert {0, 1, 2, 200, 201} <= set(PILOT_SEEDS)  # the seeds docs/transformer-pilot.md ran on
     for experiment in TRANSFORMER_EXPERIMENTS:
         full = set(build_transformer_design(experiment, "full", tmp_path).seeds)
         assert not claims & full, f"{experiment} shares seeds {sorted(claims & full)} with the claims"
