@@ -21,9 +21,9 @@ this module adds what is specific to a transformer:
   (``OUT/shared_cells``, keyed on the config);
 - a figure per claim (:func:`plot_claim_curves`): held-out accuracy and tool calls against rollouts, per arm.
 
-Run as ``python -m scale reproduce all --quick --out runs/tclaims``; the committed 10-seed run is
+Run as ``python -m scale reproduce all --quick --out runs/tclaims``; the committed 10-seed run (seeds 10–19) is
 ``docs/transformer/results.md`` (``python -m scale reproduce all --out runs/tclaims --report
-docs/transformer/results.md``, 18 min on 2 cores).
+docs/transformer/results.md``: 18 min on 2 idle cores, 63 min on 2 cores shared with two other sweeps).
 """
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ def plot_seed_curves(design: ClaimDesign, out: Path | str) -> Path:
                 axis.set_xlabel("rollouts spent")
             if j == 0:
                 axis.set_ylabel(spec.curve_label)
-    figure.suptitle(f"{design.claim}: every seed's {spec.curve_label} (grey: no collapse; colour: collapsed, i.e. "
+    figure.suptitle(f"{design.claim}: every seed's {spec.curve_label}\n(grey: no collapse; colour: collapsed, i.e. "
                     f"{spec.definition})", fontsize=9)
     figure.tight_layout()
     path = Path(out) / design.claim / seeds_figure(design.claim)
