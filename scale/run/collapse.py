@@ -265,8 +265,9 @@ def collapse_section(design: ClaimDesign, summary: dict, fisher: dict, assets: s
 
 
 def write_collapse_section(design: ClaimDesign, out: Path | str, page: Path | str, command: str) -> Path:
-    """Copy the test's assets to ``<page dir>/results/<claim>/`` and put its section on ``page`` (replacing the one
-    there in place, else at the end); the discussion is read from ``results/discussion/<claim>.md``."""
+    """Copy the test's assets to ``<page dir>/results/<claim>/`` and put its section on ``page``: in place of the one
+    there, else before the section of an experiment that :data:`COLLAPSE_TESTS` lists after it, else at the end; the
+    discussion is read from ``results/discussion/<claim>.md``."""
     page = Path(page)
     source, target = Path(out) / design.claim, page.parent / "results" / design.claim
     target.mkdir(parents=True, exist_ok=True)
@@ -280,7 +281,15 @@ def write_collapse_section(design: ClaimDesign, out: Path | str, page: Path | st
     section = collapse_section(design, summary, fisher, "results", command, discussion)
     text = page.read_text() if page.exists() else ""
     old = section_of(text, design.claim)
-    atomic_write_text(page, text.replace(old, section) if old else text.rstrip("\n") + "\n\n" + section)
+    later = [text.find(section_begin(c)) for c in list(COLLAPSE_TESTS)[list(COLLAPSE_TESTS).index(design.claim) + 1:]
+             if section_of(text, c)]
+    if old:
+        text = text.replace(old, section)
+    elif later:  # before the first section of an experiment listed after this one: the page keeps their order
+        text = text[:min(later)] + section + "\n" + text[min(later):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    atomic_write_text(page, text)
     return page
 
 

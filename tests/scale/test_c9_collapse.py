@@ -110,9 +110,10 @@ def test_both_experiments_keep_their_sections_when_either_or_the_claims_page_is_
     write_collapse_outputs(c2, out)
     page = tmp_path / "docs" / "results.md"
     args = argparse.Namespace(profile="smoke", out=str(out), report=str(page))
-    _write_pages(args, ["C2collapse"], [], [c2])
     _write_pages(args, ["C9collapse"], [], [design])
+    _write_pages(args, ["C2collapse"], [], [c2])  # rendered second, it still goes first: the experiments' order
     first = page.read_text()
+    assert first.index(section_begin("C2collapse")) < first.index(section_begin("C9collapse"))
     c9_section = section_of(first, "C9collapse")
     assert "| GRPO G = 4, same rollouts | " in c9_section and "| 4 / 6 | 0 / 6 |" in c9_section
     assert "GRPO G = 4, same rollouts at " in c9_section and ": 300, 301, 302, 303" in c9_section
