@@ -87,7 +87,10 @@ def evaluate_completions(
     *, batch_size: int = 256,
 ) -> dict[str, float]:
     """Mean reward (accuracy for 0/1 rewards) with its 95 % interval (``accuracy_low``, ``accuracy_high``:
-    :func:`accuracy_interval`), mean length and tool calls over ``examples``, one sample each."""
+    :func:`accuracy_interval`), mean length and tool calls over ``examples``, one sample each; and the mean
+    reward of the trajectories that called a tool (``accuracy_tool``) and of those that did not
+    (``accuracy_no_tool``; each NaN when there are none), which says how much the tool pays over the model's
+    own answers."""
     single = replace(settings, group_size=1)
     counter = itertools.count()
     rewards, lengths, calls, truncated = [], [], [], []
@@ -100,8 +103,11 @@ def evaluate_completions(
             truncated.append(rollout.trajectory.finish_reason == "length")
     n = max(len(rewards), 1)
     low, high = accuracy_interval(sum(rewards), len(rewards))
+    split = {called: [r for r, c in zip(rewards, calls) if (c > 0) == called] for called in (True, False)}
     return {"accuracy": sum(rewards) / n, "accuracy_low": low, "accuracy_high": high, "length": sum(lengths) / n,
-            "tool_calls": sum(calls) / n, "truncation": sum(truncated) / n, "count": float(len(rewards))}
+            "tool_calls": sum(calls) / n, "truncation": sum(truncated) / n, "count": float(len(rewards)),
+            **{key: sum(split[called]) / len(split[called]) if split[called] else float("nan")
+               for key, called in (("accuracy_tool", True), ("accuracy_no_tool", False))}}
 
 
 ACCURACY_CONFIDENCE = 0.95

@@ -21,9 +21,9 @@ this module adds what is specific to a transformer:
   (``OUT/shared_cells``, keyed on the config);
 - a figure per claim (:func:`plot_claim_curves`): held-out accuracy and tool calls against rollouts, per arm.
 
-Run as ``python -m scale reproduce all --quick --out runs/tclaims``; the committed 10-seed run is
+Run as ``python -m scale reproduce all --quick --out runs/tclaims``; the committed 10-seed run (seeds 10–19) is
 ``docs/transformer/results.md`` (``python -m scale reproduce all --out runs/tclaims --report
-docs/transformer/results.md``, 18 min on 2 cores).
+docs/transformer/results.md``: 18 min on 2 idle cores, 63 min on 2 cores shared with two other sweeps).
 """
 
 from __future__ import annotations
@@ -47,7 +47,13 @@ from flashsim.losses import LOSSES
 from scale.run.config import Config, load_config, resolve_config_path
 
 TRANSFORMER_CLAIMS = ("C1", "C2", "C3", "C4", "C9")
-TRANSFORMER_EXPERIMENTS = ("C2collapse",)
+PILOT_SEEDS = (0, 1, 2, 200, 201, 202)
+"""The seeds pilots ran on (``docs/transformer-pilot.md``: the claims' task on 0–2, the C9collapse task on 200–202,
+reserved); no verdict is decided on them."""
+CLAIM_SEEDS_FROM = 10
+"""The first verdict seed of :data:`TRANSFORMER_CLAIMS` (seeds 10–19 at the full budget): disjoint from
+:data:`PILOT_SEEDS` and from every experiment's own seeds (issue 30)."""
+TRANSFORMER_EXPERIMENTS = ("C2collapse", "C9collapse")
 """Pre-registered follow-ups run by name (``python -m scale reproduce C2collapse``), not part of ``all``; each has a
 section of its own on the transformer page (:mod:`scale.run.collapse`)."""
 TRANSFORMER_PROFILES = ("smoke", "quick", "full")
@@ -80,6 +86,12 @@ TRANSFORMER_CELL_METRICS = {
     "entropy_final": "policy entropy (nats per token) of the trained trajectories, mean over the last 5 updates",
     "collapse": "1 if held-out accuracy is at least COLLAPSE_DROP below its running peak at each of the last "
                 "COLLAPSE_EVALS evaluations (it fell and stayed down to the end), else 0",
+    "tool_collapse": "1 if held-out tool calls per trajectory are below TOOL_COLLAPSE_CALLS at each of the last "
+                     "COLLAPSE_EVALS evaluations (the tool abandoned to the end), else 0",
+    "accuracy_tool": "held-out accuracy of the trajectories that called the calculator, after the last update",
+    "accuracy_no_tool": "held-out accuracy of the trajectories that did not call it, after the last update",
+    "accuracy_tool_start": "held-out accuracy of the trajectories that called the calculator, after the warm-up",
+    "accuracy_no_tool_start": "held-out accuracy of the trajectories that did not call it, after the warm-up",
 }
 """Every per-cell measure of a transformer claim, with what it means."""
 
@@ -123,15 +135,16 @@ def base_config(profile: str, warmups: Path | str) -> Config:
 
 def build_transformer_design(claim: str, profile: str, warmups: Path | str, seeds: int | None = None) -> ClaimDesign:
     """``claim``'s design at ``profile``'s budget (``seeds`` overrides the budget's count). ``claim`` is one of
-    :data:`TRANSFORMER_CLAIMS` (seeds from 0) or of :data:`TRANSFORMER_EXPERIMENTS` (their own fresh seeds: the C2
-    collapse test's 30 from 100 at the full budget, the budget's count from 100 otherwise)."""
+    :data:`TRANSFORMER_CLAIMS` (seeds from :data:`CLAIM_SEEDS_FROM`) or of :data:`TRANSFORMER_EXPERIMENTS`
+    (their own fresh seeds: the C2 collapse test's 30 from 100 at the full budget, the budget's count from 100
+    otherwise)."""
     if claim not in (*TRANSFORMER_CLAIMS, *TRANSFORMER_EXPERIMENTS):
         raise ValueError(f"claim must be one of {', '.join((*TRANSFORMER_CLAIMS, *TRANSFORMER_EXPERIMENTS))}; "
                          f"got {claim!r}")
     if profile not in TRANSFORMER_PROFILES:
         raise ValueError(f"profile must be one of {', '.join(TRANSFORMER_PROFILES)}; got {profile!r}")
     design = _DESIGNS[claim](base_config(profile, warmups))
-    first = design.seeds[0] if claim in TRANSFORMER_EXPERIMENTS else 0
+    first = design.seeds[0] if claim in TRANSFORMER_EXPERIMENTS else CLAIM_SEEDS_FROM
     default = len(design.seeds) if claim in TRANSFORMER_EXPERIMENTS and profile == "full" else _BUDGETS[profile][0]
     count = default if seeds is None else seeds
     return dataclasses.replace(design, seeds=tuple(range(first, first + count)), profile=profile)
@@ -216,7 +229,7 @@ def _c2(base: Config) -> ClaimDesign:
 
 
 C2_COLLAPSE_SEEDS = tuple(range(100, 130))
-"""Fresh seeds for the C2 collapse test: disjoint from the pilots' (0–2) and from the committed run's (0–9)."""
+"""Fresh seeds for the C2 collapse test: disjoint from the pilots' (0–2) and from the claims' (10–19)."""
 
 
 def _c2_collapse(base: Config) -> ClaimDesign:
@@ -248,6 +261,58 @@ def c2_collapse_design(warmups: Path | str, profile: str = "full") -> ClaimDesig
     """The pre-registered C2 collapse test at ``profile``'s budget, on its own seeds (not part of ``reproduce all``;
     ``python -m scale reproduce C2collapse``)."""
     return build_transformer_design("C2collapse", profile, warmups)
+
+
+C9_COLLAPSE_SEEDS = tuple(range(300, 310))
+"""Fresh seeds for the C9 collapse test: disjoint from the pilots' (0–2, 200–202), the claims' (10–19) and the C2
+collapse test's (100–129)."""
+C9_COLLAPSE_ERROR_RATE = 0.5
+C9_COLLAPSE_TASK = KnobValue("tool50", "calculator wrong on 50 %",
+                             {"rollout.tool_error_rate": C9_COLLAPSE_ERROR_RATE}, value=C9_COLLAPSE_ERROR_RATE)
+"""The task of the C9 collapse test: two-digit multiplication with a calculator wrong on half the expressions,
+chosen by the recorded pilot's rule in ``docs/transformer-pilot.md`` (of three candidates none met "the tool helps
+by ≥ 0.1 and the model alone is at ≥ 0.2"; this one had the smallest gap, 0.24, between the accuracy of the
+warmed-up model's trajectories with and without a call)."""
+
+
+def _c9_collapse(base: Config) -> ClaimDesign:
+    """Pre-registered (issue 30; the design's commit is named on the page): does GRPO abandon a tool that pays
+    less? Analysed by :mod:`scale.run.collapse`."""
+    return ClaimDesign(
+        claim="C9collapse", title="Tool collapse with a calculator wrong on half the expressions: GRPO vs "
+                                  "FlashREINFORCE",
+        paper=C9_PAPER,
+        question="On a task chosen by a recorded pilot (`docs/transformer-pilot.md`, seeds 200–201) to give the "
+                 "tool less of an edge than the claims' task (the calculator wrong on 50 % of the expressions; after "
+                 "the warm-up the trajectories that call it are right 0.24–0.28 of the time and those that do not "
+                 "0.01–0.03), does GRPO (G = 4, same 64 rollouts per update) stop calling the tool while "
+                 "FlashREINFORCE keeps it? Primary: held-out tool calls per trajectory after 60 updates, "
+                 "FlashREINFORCE − GRPO, paired over the 10 fresh seeds 300–309, with the page's rule (smallest "
+                 "effect 0.1 calls). Secondary: `tool_collapse` (held-out calls below 0.05 at each of the last two "
+                 "evaluations, the article's 0.00 with room for evaluation noise), Fisher's exact test, one-sided, "
+                 "that GRPO abandons the tool in more seeds than FlashREINFORCE. Exploratory: the area under the "
+                 "accuracy curve; tabulated: the accuracy with and without a call, after the warm-up and at the end. "
+                 "Prediction: the article's is that GRPO abandons the tool (0.00 vs 3.25 calls); ours, from the "
+                 "pilot (both arms rose from 0.26–0.27 to 0.96–1.00 calls in both pilot seeds), is that neither arm "
+                 "abandons it in any seed and the primary comes out negligible — the tool still pays about 0.25 "
+                 "against 0.02, so this test can show a collapse only if GRPO's group baseline alone drives one. "
+                 "Cost: 2 arms × 10 seeds = 20 runs of 60 updates and 10 warm-ups; in the pilot a warm-up with "
+                 "its first run took 124–133 s and a further run 59–65 s on the busy machine, so about 15–20 min "
+                 "with --jobs 2.",
+        base=base,
+        arms=C9_ARMS,
+        knob_name="task", knob=(C9_COLLAPSE_TASK,), headline=C9_COLLAPSE_TASK.name, seeds=C9_COLLAPSE_SEEDS,
+        vary_instance=False,
+        comparisons=(Comparison("tool_calls", "flash", "grpo", "greater", paper="3.25 vs 0.00 calls"),
+                     Comparison("auc", "flash", "grpo", "greater", source="none")),
+        metrics=("tool_collapse", "tool_calls_change", "accuracy", "accuracy_tool", "accuracy_no_tool",
+                 "accuracy_tool_start", "accuracy_no_tool_start", "length"))
+
+
+def c9_collapse_design(warmups: Path | str, profile: str = "full") -> ClaimDesign:
+    """The pre-registered C9 collapse test at ``profile``'s budget, on its own seeds (not part of ``reproduce all``;
+    ``python -m scale reproduce C9collapse``)."""
+    return build_transformer_design("C9collapse", profile, warmups)
 
 
 def _c3(base: Config) -> ClaimDesign:
@@ -287,20 +352,27 @@ def _c4(base: Config) -> ClaimDesign:
         metrics=("accuracy", "length"))
 
 
+C9_PAPER = "GRPO abandoned the tool (0.00 Python calls per trajectory vs 3.25 for FlashREINFORCE)"
+"""The article's result both C9 designs (the verdict run and the collapse test) set beside theirs."""
+C9_ARMS = (Arm("flash", "FlashREINFORCE", _FLASH), Arm("grpo", "GRPO G = 4, same rollouts", _GRPO))
+"""The two arms both C9 designs compare: C1's first two."""
+
+
 def _c9(base: Config) -> ClaimDesign:
     return _on_task(
         claim="C9", title="Tool collapse on a transformer: tool calls over training, GRPO vs FlashREINFORCE",
-        paper="GRPO abandoned the tool (0.00 Python calls per trajectory vs 3.25 for FlashREINFORCE)",
+        paper=C9_PAPER,
         question="With a calculator that is wrong on 30 % of expressions (tool calls also in failures), does GRPO "
                  "(G = 4, same rollouts) stop calling the tool while FlashREINFORCE keeps it? The runs are C1's "
                  "first two arms.",
         base=base,
-        arms=(Arm("flash", "FlashREINFORCE", _FLASH), Arm("grpo", "GRPO G = 4, same rollouts", _GRPO)),
+        arms=C9_ARMS,
         comparisons=(Comparison("tool_calls", "flash", "grpo", "greater", paper="3.25 vs 0.00 calls"),),
         metrics=("tool_calls_change", "accuracy", "length"))
 
 
-_DESIGNS = {"C1": _c1, "C2": _c2, "C3": _c3, "C4": _c4, "C9": _c9, "C2collapse": _c2_collapse}
+_DESIGNS = {"C1": _c1, "C2": _c2, "C3": _c3, "C4": _c4, "C9": _c9, "C2collapse": _c2_collapse,
+            "C9collapse": _c9_collapse}
 
 
 def run_transformer_cell(config: Config) -> dict[str, Any]:
@@ -356,6 +428,11 @@ def cell_result(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "lag_mean": mean("lag/mean"),
         "entropy_final": float(np.mean([row["policy/entropy"] for row in trained[-5:]])) if trained else float("nan"),
         "collapse": collapsed(y),
+        "tool_collapse": tool_collapsed([row["eval/tool_calls"] for _, row in evaluated]),
+        "accuracy_tool": _finite(last.get("eval/accuracy_tool")),
+        "accuracy_no_tool": _finite(last.get("eval/accuracy_no_tool")),
+        "accuracy_tool_start": _finite(first.get("eval/accuracy_tool")),
+        "accuracy_no_tool_start": _finite(first.get("eval/accuracy_no_tool")),
     }
     curve = {"update": [row["update"] for _, row in evaluated], "rollouts": x.tolist(), "accuracy": y.tolist(),
              "tool_calls": [row["eval/tool_calls"] for _, row in evaluated]}
@@ -380,6 +457,30 @@ def collapsed(accuracy: Any) -> float:
         return 0.0
     below = np.maximum.accumulate(y) - y >= COLLAPSE_DROP - 1e-12
     return float(below[-COLLAPSE_EVALS:].all())
+
+
+TOOL_COLLAPSE_CALLS = 0.05
+"""A run has abandoned the tool when its held-out tool calls per trajectory are below this at each of its last
+COLLAPSE_EVALS evaluations: the article's 0.00 calls, with room for evaluation noise (25 calls in 500 held-out
+trajectories; fixed before the C9collapse run)."""
+
+
+def tool_collapsed(tool_calls: Any) -> float:
+    """1.0 if the held-out tool calls (update 0 first) are below :data:`TOOL_COLLAPSE_CALLS` at each of the last
+    :data:`COLLAPSE_EVALS` evaluations, else 0.0.
+
+    >>> tool_collapsed([0.25, 0.6, 0.04, 0.0]), tool_collapsed([0.25, 0.0, 0.3, 0.01]), tool_collapsed([0.0, 0.0])
+    (1.0, 0.0, 0.0)
+    """
+    calls = np.asarray(tool_calls, dtype=np.float64)
+    if calls.size <= COLLAPSE_EVALS:
+        return 0.0
+    return float((calls[-COLLAPSE_EVALS:] < TOOL_COLLAPSE_CALLS).all())
+
+
+def _finite(value: Any) -> float:
+    """A metrics row's value as a float, NaN where the row has none (an empty group is written as null)."""
+    return float("nan") if value is None else float(value)
 
 
 def _delta() -> float:

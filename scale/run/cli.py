@@ -66,8 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     train.set_defaults(config_paths=paths)
     reproduce = commands.add_parser("reproduce", help="the paper's claims on the tiny transformer (resumable)")
     reproduce.add_argument("claims", nargs="+", metavar="CLAIM",
-                           help="C1, C2, C3, C4, C9 or all; or the pre-registered C2collapse (not in all; its own "
-                                "seeds 100-129, 30 at the full budget; a section of its own on the --report page)")
+                           help="C1, C2, C3, C4, C9 or all; or a pre-registered experiment, C2collapse (its own seeds "
+                                "100-129, 30 at the full budget) or C9collapse (seeds 300-309); not in all, each with "
+                                "a section of its own on the --report page")
     budget = reproduce.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_const", dest="profile", const="quick", help="2 seeds, 30 updates (CI)")
     budget.add_argument("--smoke", action="store_const", dest="profile", const="smoke",
@@ -206,7 +207,7 @@ def reproduce(args: argparse.Namespace) -> int:
         plot_claim_curves,
         run_transformer_cell,
     )
-    from scale.run.collapse import COLLAPSE_CLAIM, write_collapse_outputs
+    from scale.run.collapse import COLLAPSE_TESTS, write_collapse_outputs
 
     try:
         names = list(dict.fromkeys(
@@ -222,9 +223,10 @@ def reproduce(args: argparse.Namespace) -> int:
         plot_claim_curves(design, args.out)
         print(f"{design.claim}: {primary['comparison']} at {design.headline}: {primary['verdict']}  "
               f"({Path(args.out) / design.claim / 'table.md'})")
-        if design.claim == COLLAPSE_CLAIM:
-            for arm, test in write_collapse_outputs(design, args.out)["tests"].items():
-                print(f"{design.claim}: collapses, {arm} vs sequence_gate: " + "; ".join(
+        if design.claim in COLLAPSE_TESTS:
+            fisher = write_collapse_outputs(design, args.out)
+            for arm, test in fisher["tests"].items():
+                print(f"{design.claim}: collapses, {arm} vs {fisher['baseline']}: " + "; ".join(
                     f"{knob} {row['collapsed']}/{row['runs']} vs {row['baseline_collapsed']}/{row['baseline_runs']}, "
                     f"Fisher p {row['p']:.3g} (Holm {row['p_holm']:.3g})" for knob, row in test["by_knob"].items()))
     if args.report:
@@ -238,13 +240,13 @@ def _write_pages(args: argparse.Namespace, names: list[str], claims: list, exper
     from flashsim.experiments.report import write_report
     from flashsim.io import atomic_write_text
     from scale.run.claims import REPORT_ABOUT, REPORT_TITLE
-    from scale.run.collapse import section_of, write_collapse_section
+    from scale.run.collapse import sections_of, write_collapse_section
 
     command = shlex.join(["python", "-m", "scale", "reproduce", *names, *_profile_flag(args.profile),
                           "--out", args.out, "--report", args.report])
     page = Path(args.report)
     if claims:
-        kept = section_of(page.read_text()) if page.exists() else ""
+        kept = sections_of(page.read_text()) if page.exists() else ""
         write_report(claims, args.out, page, command=command, title=REPORT_TITLE, about=REPORT_ABOUT)
         if kept:
             atomic_write_text(page, page.read_text().rstrip("\n") + "\n\n" + kept)

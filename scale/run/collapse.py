@@ -1,26 +1,34 @@
-"""The transformer C2 collapse test's analysis: Fisher's exact test per lag, the per-seed curves, its page section.
+"""The transformer collapse tests' analysis: Fisher's exact test per setting, the per-seed curves, a page section.
 
-The design is :func:`scale.run.claims.c2_collapse_design` (pre-registered, issue 30): sequence gate, token-local
-gate and no gate at injected lag L = 1 and 2 on 30 fresh seeds, each cell's ``collapse`` measure fixed before the
-run. This module turns its finished cells into
+Two pre-registered experiments (issue 30), each described by a :class:`CollapseTest` in :data:`COLLAPSE_TESTS`:
 
-- ``fisher.json``: per lag, how many seeds of each arm collapsed, and Fisher's exact test (one-sided, the gate
-  named second collapses more often than the sequence gate) with Holm over the two lags, for the primary pair
-  (token-local gate) and, exploratory, for no gate;
-- ``C2collapse_seeds.png``: every seed's held-out accuracy curve, one panel per lag and arm, each collapsed seed
-  drawn in colour and labelled, so a reader sees each collapse instead of a mean that hides it;
+- ``C2collapse`` (:func:`scale.run.claims.c2_collapse_design`): sequence gate, token-local gate and no gate at
+  injected lag L = 1 and 2 on 30 fresh seeds; a seed collapses when its held-out accuracy falls and stays down
+  (``collapse``); Fisher's test is the primary, the paired area comparison secondary;
+- ``C9collapse`` (:func:`scale.run.claims.c9_collapse_design`): FlashREINFORCE vs GRPO G = 4 on a task where the
+  model's own answers are worth something, 10 fresh seeds; the primary is the paired comparison of held-out tool
+  calls at the end, and a seed has abandoned the tool when its held-out calls stay below a floor
+  (``tool_collapse``), counted by Fisher's test as a secondary.
+
+Each cell's indicator is fixed before the run. This module turns an experiment's finished cells into
+
+- ``fisher.json``: per setting, how many seeds of each arm collapsed, and Fisher's exact test (one-sided, the arm
+  collapses more often than the test's baseline arm) with Holm over the settings;
+- ``<claim>_seeds.png``: every seed's curve (held-out accuracy, or tool calls), one panel per setting and arm,
+  each collapsed seed drawn in colour and labelled, so a reader sees each collapse instead of a mean that hides it;
 - a section of the transformer results page (``python -m scale reproduce C2collapse --report
-  docs/transformer/results.md``), between :data:`SECTION_BEGIN` and :data:`SECTION_END`; regenerating the page's
-  five claims keeps it.
+  docs/transformer/results.md``), between :func:`section_begin` and :func:`section_end`; regenerating the page's
+  five claims keeps every experiment's section.
 
-The paired area comparison and the collapse counts' t-based verdicts are flashsim's usual summary
-(:func:`flashsim.experiments.analysis.write_summary`), written beside these files.
+The paired comparisons' verdicts are flashsim's usual summary (:func:`flashsim.experiments.analysis.write_summary`),
+written beside these files.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,27 +48,71 @@ from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.runner import to_json
 from flashsim.experiments.verdict import ALPHA, holm
 from flashsim.io import atomic_write_text
-from scale.run.claims import COLLAPSE_DROP, COLLAPSE_EVALS
+from scale.run.claims import COLLAPSE_DROP, COLLAPSE_EVALS, TOOL_COLLAPSE_CALLS, TRANSFORMER_EXPERIMENTS
 
-COLLAPSE_CLAIM = "C2collapse"
-BASELINE = "sequence_gate"
-PRIMARY = "token_gate"
-"""Fisher's test asks whether ``PRIMARY`` collapses in more seeds than ``BASELINE``; the other arms are exploratory."""
+
+@dataclass(frozen=True)
+class CollapseTest:
+    """What one pre-registered collapse experiment counts, tests and draws."""
+
+    indicator: str
+    """The cell measure (0 or 1) that says whether a seed collapsed."""
+    baseline: str
+    primary: str
+    """Fisher's test asks whether ``primary`` collapses in more seeds than ``baseline``; other arms are exploratory."""
+    fisher_primary: bool
+    """Whether Fisher's test is the experiment's primary analysis (else the paired comparison of ``paired`` is)."""
+    paired: str
+    """The metric of the paired comparison (``primary`` − ``baseline`` side) the section reports."""
+    paired_text: str
+    """What that comparison measures, in words."""
+    curve: str
+    """The key of a cell's curve drawn seed by seed (``accuracy`` or ``tool_calls``)."""
+    curve_label: str
+    definition: str
+    """What a collapse is, for the figure's title."""
+
+
+COLLAPSE_TESTS = {
+    "C2collapse": CollapseTest(
+        indicator="collapse", baseline="sequence_gate", primary="token_gate", fisher_primary=True, paired="auc",
+        paired_text="`auc`, the area under the held-out accuracy curve per rollout", curve="accuracy",
+        curve_label="held-out accuracy",
+        definition=f"at least {COLLAPSE_DROP} below its running peak at each of the last {COLLAPSE_EVALS} "
+                   "evaluations"),
+    "C9collapse": CollapseTest(
+        indicator="tool_collapse", baseline="flash", primary="grpo", fisher_primary=False, paired="tool_calls",
+        paired_text="`tool_calls`, held-out tool calls per trajectory after the last update", curve="tool_calls",
+        curve_label="held-out tool calls per trajectory",
+        definition=f"tool calls below {TOOL_COLLAPSE_CALLS} at each of the last {COLLAPSE_EVALS} evaluations"),
+}
+"""Every experiment of :data:`scale.run.claims.TRANSFORMER_EXPERIMENTS`, by name."""
+assert tuple(COLLAPSE_TESTS) == TRANSFORMER_EXPERIMENTS
 FISHER = "fisher.json"
-SEEDS_FIGURE = f"{COLLAPSE_CLAIM}_seeds.png"
-SECTION_BEGIN = f"<!-- {COLLAPSE_CLAIM}: generated by scale.run.collapse; begin -->"
-SECTION_END = f"<!-- {COLLAPSE_CLAIM}: end -->"
+
+
+def seeds_figure(claim: str) -> str:
+    return f"{claim}_seeds.png"
+
+
+def section_begin(claim: str) -> str:
+    return f"<!-- {claim}: generated by scale.run.collapse; begin -->"
+
+
+def section_end(claim: str) -> str:
+    return f"<!-- {claim}: end -->"
 
 
 def collapse_counts(design: ClaimDesign, out: Path | str) -> dict[str, dict[str, dict[str, Any]]]:
     """knob → arm → ``{"collapsed": [seeds], "runs": finished cells}`` from the finished cells."""
+    indicator = COLLAPSE_TESTS[design.claim].indicator
     records = load_cells(design, out)
     counts: dict[str, dict[str, dict[str, Any]]] = {}
     for knob in design.knob:
         for arm in design.arms:
             done = [(seed, r) for seed, r in zip(design.seeds, records[(arm.name, knob.name)]) if r is not None]
             counts.setdefault(knob.name, {})[arm.name] = {
-                "collapsed": [seed for seed, r in done if r["result"]["metrics"]["collapse"] == 1.0],
+                "collapsed": [seed for seed, r in done if r["result"]["metrics"][indicator] == 1.0],
                 "runs": len(done)}
     return counts
 
@@ -76,16 +128,18 @@ def fisher_greater(collapsed: int, runs: int, baseline_collapsed: int, baseline_
 
 
 def fisher_tests(design: ClaimDesign, out: Path | str) -> dict[str, Any]:
-    """Per arm other than :data:`BASELINE`: per lag, the counts, Fisher's one-sided p, Holm over the lags, and
-    the decision at one-sided :data:`~flashsim.experiments.verdict.ALPHA` (only :data:`PRIMARY` is confirmatory)."""
+    """Per arm other than the test's baseline: per setting, the counts, Fisher's one-sided p, Holm over the
+    settings, and the decision at one-sided :data:`~flashsim.experiments.verdict.ALPHA` (only the test's primary
+    arm is confirmatory, and only where Fisher's test is the experiment's primary analysis)."""
+    spec = COLLAPSE_TESTS[design.claim]
     counts = collapse_counts(design, out)
     tests: dict[str, Any] = {}
     for arm in design.arms:
-        if arm.name == BASELINE:
+        if arm.name == spec.baseline:
             continue
         rows = {}
         for knob in design.knob:
-            mine, base = counts[knob.name][arm.name], counts[knob.name][BASELINE]
+            mine, base = counts[knob.name][arm.name], counts[knob.name][spec.baseline]
             rows[knob.name] = {"collapsed": len(mine["collapsed"]), "runs": mine["runs"],
                                "baseline_collapsed": len(base["collapsed"]), "baseline_runs": base["runs"],
                                "p": fisher_greater(len(mine["collapsed"]), mine["runs"], len(base["collapsed"]),
@@ -93,13 +147,14 @@ def fisher_tests(design: ClaimDesign, out: Path | str) -> dict[str, Any]:
         for row, p_holm in zip(rows.values(), holm([row["p"] for row in rows.values()])):
             row["p_holm"] = p_holm
             row["decision"] = ("more collapses" if p_holm <= ALPHA else "no difference shown")
-        tests[arm.name] = {"confirmatory": arm.name == PRIMARY, "by_knob": rows}
-    return {"baseline": BASELINE, "alpha": ALPHA, "counts": counts, "tests": tests}
+        tests[arm.name] = {"confirmatory": spec.fisher_primary and arm.name == spec.primary, "by_knob": rows}
+    return {"baseline": spec.baseline, "indicator": spec.indicator, "alpha": ALPHA, "counts": counts, "tests": tests}
 
 
 def plot_seed_curves(design: ClaimDesign, out: Path | str) -> Path:
-    """``OUT/C2collapse/C2collapse_seeds.png``: every seed's held-out accuracy against rollouts, one panel per lag
-    (rows) and arm (columns); collapsed seeds in colour with their seed number, the others in grey."""
+    """``OUT/<claim>/<claim>_seeds.png``: every seed's curve (the test's ``curve``) against rollouts, one panel per
+    setting (rows) and arm (columns); collapsed seeds in colour with their seed number, the others in grey."""
+    spec = COLLAPSE_TESTS[design.claim]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -118,25 +173,24 @@ def plot_seed_curves(design: ClaimDesign, out: Path | str) -> Path:
                     continue
                 done += 1
                 curve = record["result"]["curve"]
-                if record["result"]["metrics"]["collapse"] == 1.0:
-                    axis.plot(curve["rollouts"], curve["accuracy"], color=colours(fallen % 10), lw=1.6, marker=".",
+                if record["result"]["metrics"][spec.indicator] == 1.0:
+                    axis.plot(curve["rollouts"], curve[spec.curve], color=colours(fallen % 10), lw=1.6, marker=".",
                               label=f"seed {seed}", zorder=3)
                     fallen += 1
                 else:
-                    axis.plot(curve["rollouts"], curve["accuracy"], color="0.6", lw=0.7, alpha=0.6, zorder=1)
-            axis.set_title(f"{arm.label}, L = {knob.value}: {fallen} of {done} collapsed", fontsize=8)
+                    axis.plot(curve["rollouts"], curve[spec.curve], color="0.6", lw=0.7, alpha=0.6, zorder=1)
+            axis.set_title(f"{arm.label}, {_setting(design, knob.name)}: {fallen} of {done} collapsed", fontsize=8)
             axis.grid(alpha=0.3)
             if fallen:
                 axis.legend(fontsize=6, loc="lower right")
             if i == rows - 1:
                 axis.set_xlabel("rollouts spent")
             if j == 0:
-                axis.set_ylabel("held-out accuracy")
-    figure.suptitle(f"{design.claim}: every seed's held-out accuracy (grey: no collapse; colour: collapsed, i.e. at "
-                    f"least {COLLAPSE_DROP} below its running peak at each of the last {COLLAPSE_EVALS} evaluations)",
-                    fontsize=9)
+                axis.set_ylabel(spec.curve_label)
+    figure.suptitle(f"{design.claim}: every seed's {spec.curve_label}\n(grey: no collapse; colour: collapsed, i.e. "
+                    f"{spec.definition})", fontsize=9)
     figure.tight_layout()
-    path = Path(out) / design.claim / SEEDS_FIGURE
+    path = Path(out) / design.claim / seeds_figure(design.claim)
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
@@ -150,26 +204,39 @@ def write_collapse_outputs(design: ClaimDesign, out: Path | str) -> dict[str, An
     return fisher
 
 
+def _setting(design: ClaimDesign, knob: str) -> str:
+    """A setting's short name: ``L = 1`` for a lag, else the knob value's label."""
+    value = design.knob_value(knob)
+    return f"L = {value.value}" if design.knob_name == "injected lag" else value.label
+
+
 def collapse_section(design: ClaimDesign, summary: dict, fisher: dict, assets: str, command: str,
                      discussion: str | None) -> str:
-    """The page section: design, Fisher per lag with Holm, the paired area comparison, figures, tables."""
+    """The page section: design, Fisher per setting with Holm, the paired comparison, figures, tables."""
+    spec = COLLAPSE_TESTS[design.claim]
     arms = {arm.name: arm.label for arm in design.arms}
-    lines = [SECTION_BEGIN, "", f"## {design.claim} · {design.title} (pre-registered)", "",
+    labels = {k.name: _setting(design, k.name) for k in design.knob}
+    settings = len(design.knob)
+    holm_text = f"Holm over the {settings} settings" if settings > 1 else "one setting, so Holm changes nothing"
+    role = ("the primary analysis; only the " + arms[spec.primary] + " rows are confirmatory" if spec.fisher_primary
+            else "secondary, every row exploratory")
+    paired_role = "secondary" if spec.fisher_primary else "the primary analysis, confirmatory at the headline"
+    claim = design.claim
+    lines = [section_begin(claim), "", f"## {claim} · {design.title} (pre-registered)", "",
              f"Produced by `{command}`. **Paper.** {design.paper}", "",
              f"**Question, design, prediction and cost (committed before the run).** {design.question}", "",
              f"- Arms: {', '.join(arms.values())}; knob ({design.knob_name}): "
              f"{', '.join(k.label for k in design.knob)}; seeds {design.seeds[0]}–{design.seeds[-1]} "
-             f"({len(design.seeds)}; every arm and lag runs every seed from the seed's one warm-up)", "",
-             f"**Collapses** (Fisher's exact test, one-sided, that the arm collapses in more seeds than the "
-             f"{arms[BASELINE]}; Holm over the two lags; a decision at one-sided {fisher['alpha']:.3g}, the page's "
-             f"level). Only the {arms[PRIMARY]} rows are confirmatory; no gate is exploratory.", "",
-             "| arm | lag | collapsed (arm) | collapsed (sequence gate) | p | p (Holm over lags) | decision |",
+             f"({len(design.seeds)}; every arm and setting runs every seed from the seed's one warm-up)", "",
+             f"**Collapses** (`{spec.indicator}`: {spec.definition}; Fisher's exact test, one-sided, that the arm "
+             f"collapses in more seeds than the {arms[spec.baseline]}; {holm_text}; a decision at one-sided "
+             f"{fisher['alpha']:.3g}, the page's level): {role}.", "",
+             f"| arm | setting | collapsed (arm) | collapsed ({arms[spec.baseline]}) | p | p (Holm) | decision |",
              "|---|---|---|---|---|---|---|"]
-    labels = {k.name: f"L = {k.value}" for k in design.knob}
     for arm in (a for a in arms if a in fisher["tests"]):  # the design's order: the confirmatory arm first
         test = fisher["tests"][arm]
         for knob, row in test["by_knob"].items():
-            kind = "" if test["confirmatory"] else " (exploratory)"
+            kind = "" if test["confirmatory"] or arm == spec.primary else " (exploratory)"
             lines.append(f"| {arms[arm]}{kind} | {labels[knob]} | {row['collapsed']} / {row['runs']} | "
                          f"{row['baseline_collapsed']} / {row['baseline_runs']} | {fmt_p(row['p'])} | "
                          f"{fmt_p(row['p_holm'])} | {row['decision']} |")
@@ -177,34 +244,34 @@ def collapse_section(design: ClaimDesign, summary: dict, fisher: dict, assets: s
         f"{arms[arm]} at {labels[knob]}: {', '.join(map(str, fisher['counts'][knob][arm]['collapsed'])) or 'none'}"
         for knob in labels for arm in arms)
     lines += ["", f"Collapsed seeds: {collapsed_seeds}.", "",
-              "**Paired area comparison** (secondary; paired 95 % t interval of the difference in `auc`, the area "
-              "under the held-out accuracy curve per rollout, sequence gate − token-local gate):", ""]
+              f"**Paired comparison** ({paired_role}; paired 95 % t interval of the difference in {spec.paired_text}, "
+              f"{arms[spec.baseline]} − {arms[spec.primary]}, with the page's verdict rule):", ""]
     for comparison in summary["comparisons"]:
-        if comparison["metric"] != "auc":
+        if comparison["metric"] != spec.paired or {comparison["arm"], comparison["baseline"]} != {
+                spec.baseline, spec.primary}:
             continue
         for knob, result in comparison["by_knob"].items():
             lines.append(f"- {labels[knob]}: {fmt_interval(result['difference'])} → {result['verdict']} "
                          f"(p = {fmt_p(result.get('p', float('nan')))})")
-    lines += ["", f"![{design.claim}: every seed's held-out accuracy]({assets}/{design.claim}/{SEEDS_FIGURE})", "",
-              f"![{design.claim}: mean curves at {labels[design.headline]}]({assets}/{design.claim}/"
-              f"{design.claim}_curves.png)", "",
-              "The full tables below apply flashsim's paired rule to every comparison of the design, `collapse` "
-              "(0 or 1 per seed) included; for collapse the decision is Fisher's test above, and the table's "
-              "\"confirmatory\" label on its first row is the generic rule's, not this test's.", "",
+    lines += ["", f"![{claim}: every seed's {spec.curve_label}]({assets}/{claim}/{seeds_figure(claim)})", "",
+              f"![{claim}: mean curves at {labels[design.headline]}]({assets}/{claim}/{claim}_curves.png)", "",
+              "The full tables below apply flashsim's paired rule to every comparison of the design; for "
+              f"`{spec.indicator}` the decision is Fisher's test above.", "",
               "<details><summary>Full tables (means with 95 % t intervals; per-seed values in "
-              f"[per_seed.csv]({assets}/{design.claim}/{PER_SEED}))</summary>", "", markdown_tables(summary),
+              f"[per_seed.csv]({assets}/{claim}/{PER_SEED}))</summary>", "", markdown_tables(summary),
               "</details>", "",
-              "**Discussion.** " + (discussion.strip() if discussion else "Not yet written."), "", SECTION_END]
+              "**Discussion.** " + (discussion.strip() if discussion else "Not yet written."), "", section_end(claim)]
     return "\n".join(lines) + "\n"
 
 
 def write_collapse_section(design: ClaimDesign, out: Path | str, page: Path | str, command: str) -> Path:
-    """Copy the test's assets to ``<page dir>/results/C2collapse/`` and put its section on ``page`` (replacing
-    the one there, else at the end); the discussion is read from ``results/discussion/C2collapse.md``."""
+    """Copy the test's assets to ``<page dir>/results/<claim>/`` and put its section on ``page``: in place of the one
+    there, else before the section of an experiment that :data:`COLLAPSE_TESTS` lists after it, else at the end; the
+    discussion is read from ``results/discussion/<claim>.md``."""
     page = Path(page)
     source, target = Path(out) / design.claim, page.parent / "results" / design.claim
     target.mkdir(parents=True, exist_ok=True)
-    for name in (SUMMARY, TABLE, MEANS, PER_SEED, FISHER, SEEDS_FIGURE, f"{design.claim}_curves.png"):
+    for name in (SUMMARY, TABLE, MEANS, PER_SEED, FISHER, seeds_figure(design.claim), f"{design.claim}_curves.png"):
         if (source / name).exists():
             shutil.copyfile(source / name, target / name)
     summary = json.loads((source / SUMMARY).read_text())
@@ -213,17 +280,28 @@ def write_collapse_section(design: ClaimDesign, out: Path | str, page: Path | st
     discussion = discussion_path.read_text() if discussion_path.exists() else None
     section = collapse_section(design, summary, fisher, "results", command, discussion)
     text = page.read_text() if page.exists() else ""
-    atomic_write_text(page, without_section(text).rstrip("\n") + "\n\n" + section)
+    old = section_of(text, design.claim)
+    later = [text.find(section_begin(c)) for c in list(COLLAPSE_TESTS)[list(COLLAPSE_TESTS).index(design.claim) + 1:]
+             if section_of(text, c)]
+    if old:
+        text = text.replace(old, section)
+    elif later:  # before the first section of an experiment listed after this one: the page keeps their order
+        text = text[:min(later)] + section + "\n" + text[min(later):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    atomic_write_text(page, text)
     return page
 
 
-def section_of(text: str) -> str:
-    """The collapse section of a page's text (markers included), or ''."""
-    start, end = text.find(SECTION_BEGIN), text.find(SECTION_END)
-    return text[start:end + len(SECTION_END)] + "\n" if start >= 0 and end > start else ""
+def section_of(text: str, claim: str) -> str:
+    """``claim``'s section of a page's text (markers included, with its newline), or ''."""
+    begin, end = section_begin(claim), section_end(claim)
+    start, stop = text.find(begin), text.find(end)
+    return text[start:stop + len(end)] + "\n" if start >= 0 and stop > start else ""
 
 
-def without_section(text: str) -> str:
-    section = section_of(text)
-    return text.replace(section, "") if section else text
+def sections_of(text: str) -> str:
+    """Every experiment's section on a page, in the page's order, each followed by a blank line."""
+    found = sorted((text.find(section_begin(c)), section_of(text, c)) for c in COLLAPSE_TESTS if section_of(text, c))
+    return "\n".join(section for _, section in found)
 

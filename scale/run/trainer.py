@@ -55,6 +55,7 @@ COLUMNS = (
     "trust/clip_fraction", "trust/tis_capped_fraction", "trust/ratio_mean", "trust/ratio_min", "trust/ratio_max",
     "time/learn_s", "time/eval_s", "time/plot_s", "time/elapsed_s", "optim/lr", "learner/ranks",
     "eval/accuracy", "eval/accuracy_low", "eval/accuracy_high", "eval/length", "eval/tool_calls", "eval/truncation",
+    "eval/accuracy_tool", "eval/accuracy_no_tool",
     "eval/accuracy_greedy", "eval/accuracy_greedy_low", "eval/accuracy_greedy_high",
     "time/warmup_s", "warmup/loss",
 )

@@ -23,11 +23,11 @@ from scale.run.claims import (
     collapsed,
 )
 from scale.run.collapse import (
-    SECTION_BEGIN,
-    SECTION_END,
-    SEEDS_FIGURE,
     fisher_tests,
+    section_begin,
+    section_end,
     section_of,
+    seeds_figure,
     write_collapse_outputs,
     write_collapse_section,
 )
@@ -91,7 +91,7 @@ def test_the_section_lands_on_the_page_once_and_is_replaced_on_a_rerun(finished,
     design, out = finished
     write_summary(design, out, TRANSFORMER_CELL_METRICS)
     write_collapse_outputs(design, out)
-    assert (out / design.claim / SEEDS_FIGURE).stat().st_size > 0
+    assert (out / design.claim / seeds_figure(design.claim)).stat().st_size > 0
     page = tmp_path / "docs" / "results.md"
     page.parent.mkdir()
     page.write_text("# The five claims\n\ntext\n")
@@ -99,8 +99,8 @@ def test_the_section_lands_on_the_page_once_and_is_replaced_on_a_rerun(finished,
         write_collapse_section(design, out, page, command="python -m scale reproduce C2collapse")
     text = page.read_text()
     assert text.startswith("# The five claims\n\ntext\n")
-    assert text.count(SECTION_BEGIN) == text.count(SECTION_END) == 1
-    section = section_of(text)
+    assert text.count(section_begin("C2collapse")) == text.count(section_end("C2collapse")) == 1
+    section = section_of(text, "C2collapse")
     assert "| token-local gate | L = 2 | 4 / 6 | 0 / 6 |" in section
     assert "token-local gate at L = 2: 100, 101, 102, 103" in section
     rows = (page.parent / "results" / "C2collapse" / "per_seed.csv").read_text().splitlines()
@@ -128,7 +128,7 @@ def test_rewriting_the_five_claims_page_keeps_the_collapse_section(finished, tmp
     page = tmp_path / "docs" / "results.md"
     args = argparse.Namespace(profile="smoke", out=str(out), report=str(page))
     _write_pages(args, ["C2collapse"], [], [design])
-    section = section_of(page.read_text())
+    section = section_of(page.read_text(), "C2collapse")
     _write_pages(args, ["C3"], [claim], [])
     text = page.read_text()
     assert "## C3 · " in text and text.endswith(section)

@@ -8,7 +8,14 @@ import pytest
 pytest.importorskip("yaml")
 
 from flashsim.config import to_dict  # noqa: E402
-from scale.run.claims import C2_LAG, C3_MAX_NEW_TOKENS, TRANSFORMER_CLAIMS, build_transformer_design  # noqa: E402
+from scale.run.claims import (  # noqa: E402
+    C2_LAG,
+    C3_MAX_NEW_TOKENS,
+    PILOT_SEEDS,
+    TRANSFORMER_CLAIMS,
+    TRANSFORMER_EXPERIMENTS,
+    build_transformer_design,
+)
 
 WARMUP_SECTIONS = ("model", "data", "warmup")  # everything the shared warm-up depends on, with the seed
 
@@ -22,7 +29,7 @@ def designs(tmp_path_factory):
 @pytest.mark.parametrize("claim", TRANSFORMER_CLAIMS)
 def test_every_arm_runs_the_same_ten_seeds_from_the_same_warmup(designs, claim):
     design = designs[claim]
-    assert design.seeds == tuple(range(10))
+    assert design.seeds == tuple(range(10, 20))
     by_seed = {}
     for cell in design.cells():
         config = to_dict(cell.config)
@@ -32,6 +39,17 @@ def test_every_arm_runs_the_same_ten_seeds_from_the_same_warmup(designs, claim):
     for seed, warmups in by_seed.items():
         assert len(warmups) == len(design.arms) * len(design.knob)
         assert all(w == warmups[0] for w in warmups), f"{claim}: the arms of seed {seed} warm up differently"
+
+
+@pytest.mark.parametrize("profile", ["smoke", "quick", "full"])
+def test_the_verdict_seeds_are_disjoint_from_the_pilots_and_from_every_experiments_seeds(tmp_path, profile):
+    claims = {seed for claim in TRANSFORMER_CLAIMS for seed in build_transformer_design(claim, profile, tmp_path).seeds}
+    assert claims and not claims & set(PILOT_SEEDS)
+    assert {0, 1, 2, 200, 201} <= set(PILOT_SEEDS)  # the seeds docs/transformer-pilot.md ran on
+    for experiment in TRANSFORMER_EXPERIMENTS:
+        full = set(build_transformer_design(experiment, "full", tmp_path).seeds)
+        assert not claims & full, f"{experiment} shares seeds {sorted(claims & full)} with the claims"
+        assert not full & set(PILOT_SEEDS)
 
 
 @pytest.mark.parametrize("claim", TRANSFORMER_CLAIMS)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from flashsim.experiments.verdict import VERDICTS
+from scale.run.claims import CLAIM_SEEDS_FROM
 
 pytest.importorskip("transformers")
 
@@ -52,8 +53,8 @@ def test_a_sweep_writes_every_cell_and_a_verdict_from_the_rule(straight):
 def test_the_arms_of_a_seed_share_one_warmup_and_start_from_the_same_evaluation(straight):
     assert len(list((straight / "warmups").glob("*.pt"))) == 2  # one per seed, not per cell
     results = _results(straight)
-    for seed in ("s000", "s001"):
-        starts = [r["curve"] for name, r in results.items() if seed in name]
+    for seed in (CLAIM_SEEDS_FROM, CLAIM_SEEDS_FROM + 1):
+        starts = [r["curve"] for name, r in results.items() if name.endswith(f"__s{seed:03d}.json")]
         assert len(starts) == 2
         assert starts[0]["accuracy"][0] == starts[1]["accuracy"][0]
         assert starts[0]["tool_calls"][0] == starts[1]["tool_calls"][0]
