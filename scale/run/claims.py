@@ -47,12 +47,12 @@ from flashsim.losses import LOSSES
 from scale.run.config import Config, load_config, resolve_config_path
 
 TRANSFORMER_CLAIMS = ("C1", "C2", "C3", "C4", "C9")
-PILOT_SEEDS = (0, 1, 2, 200, 201, 202)
+TRANSFORMER_PILOT_SEEDS = (0, 1, 2, 200, 201, 202)
 """The seeds pilots ran on (``docs/transformer-pilot.md``: the claims' task on 0–2, the C9collapse task on 200–202,
 reserved); no verdict is decided on them."""
 CLAIM_SEEDS_FROM = 10
 """The first verdict seed of :data:`TRANSFORMER_CLAIMS` (seeds 10–19 at the full budget): disjoint from
-:data:`PILOT_SEEDS` and from every experiment's own seeds (issue 30)."""
+:data:`TRANSFORMER_PILOT_SEEDS` and from every experiment's own seeds (issue 30)."""
 TRANSFORMER_EXPERIMENTS = ("C2collapse", "C9collapse")
 """Pre-registered follow-ups run by name (``python -m scale reproduce C2collapse``), not part of ``all``; each has a
 section of its own on the transformer page (:mod:`scale.run.collapse`)."""

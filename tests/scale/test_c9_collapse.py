@@ -19,7 +19,7 @@ from scale.run.claims import (
     C2_COLLAPSE_SEEDS,
     C9_COLLAPSE_SEEDS,
     C9_COLLAPSE_TASK,
-    PILOT_SEEDS,
+    TRANSFORMER_PILOT_SEEDS,
     TRANSFORMER_CELL_METRICS,
     TRANSFORMER_CLAIMS,
     build_transformer_design,
@@ -40,7 +40,7 @@ def test_the_test_runs_by_name_on_fresh_seeds_on_the_pilots_task_and_not_in_all(
     assert design == c9_collapse_design(tmp_path)
     assert design.seeds == C9_COLLAPSE_SEEDS == tuple(range(300, 310))
     claims = {s for claim in TRANSFORMER_CLAIMS for s in build_transformer_design(claim, "full", tmp_path).seeds}
-    assert not set(design.seeds) & (set(PILOT_SEEDS) | set(C2_COLLAPSE_SEEDS) | claims)
+    assert not set(design.seeds) & (set(TRANSFORMER_PILOT_SEEDS) | set(C2_COLLAPSE_SEEDS) | claims)
     assert "C9collapse" not in TRANSFORMER_CLAIMS
     assert build_transformer_design("C9collapse", "smoke", tmp_path, seeds=3).seeds == (300, 301, 302)
     assert [a.name for a in design.arms] == ["flash", "grpo"]

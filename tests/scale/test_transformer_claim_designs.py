@@ -11,7 +11,7 @@ from flashsim.config import to_dict  # noqa: E402
 from scale.run.claims import (  # noqa: E402
     C2_LAG,
     C3_MAX_NEW_TOKENS,
-    PILOT_SEEDS,
+    TRANSFORMER_PILOT_SEEDS,
     TRANSFORMER_CLAIMS,
     TRANSFORMER_EXPERIMENTS,
     build_transformer_design,
@@ -44,12 +44,12 @@ def test_every_arm_runs_the_same_ten_seeds_from_the_same_warmup(designs, claim):
 @pytest.mark.parametrize("profile", ["smoke", "quick", "full"])
 def test_the_verdict_seeds_are_disjoint_from_the_pilots_and_from_every_experiments_seeds(tmp_path, profile):
     claims = {seed for claim in TRANSFORMER_CLAIMS for seed in build_transformer_design(claim, profile, tmp_path).seeds}
-    assert claims and not claims & set(PILOT_SEEDS)
-    assert {0, 1, 2, 200, 201} <= set(PILOT_SEEDS)  # the seeds docs/transformer-pilot.md ran on
+    assert claims and not claims & set(TRANSFORMER_PILOT_SEEDS)
+    assert {0, 1, 2, 200, 201} <= set(TRANSFORMER_PILOT_SEEDS)  # the seeds docs/transformer-pilot.md ran on
     for experiment in TRANSFORMER_EXPERIMENTS:
         full = set(build_transformer_design(experiment, "full", tmp_path).seeds)
         assert not claims & full, f"{experiment} shares seeds {sorted(claims & full)} with the claims"
-        assert not full & set(PILOT_SEEDS)
+        assert not full & set(TRANSFORMER_PILOT_SEEDS)
 
 
 @pytest.mark.parametrize("claim", TRANSFORMER_CLAIMS)
