@@ -11,9 +11,9 @@ from flashsim.config import to_dict  # noqa: E402
 from scale.run.claims import (  # noqa: E402
     C2_LAG,
     C3_MAX_NEW_TOKENS,
-    TRANSFORMER_PILOT_SEEDS,
     TRANSFORMER_CLAIMS,
     TRANSFORMER_EXPERIMENTS,
+    TRANSFORMER_PILOT_SEEDS,
     build_transformer_design,
 )
 
