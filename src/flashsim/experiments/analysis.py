@@ -205,7 +205,7 @@ def factor_text(result: dict) -> str:
         return fmt(result["factor"], 2)
     ratio = result["ratio"]
     interval = f" [{fmt(ratio['low'], 2)}, {fmt(ratio['high'], 2)}]" if ratio["n"] >= 2 else ""
-    return f"{fmt(ratio['mean'], 2)}{interval} (claimed {result['size']:g})"
+    return f"{fmt(ratio['mean'], 2)}{interval} (claimed {result['size']:.3g})"
 
 
 def fmt_interval(interval: dict | Interval) -> str:
