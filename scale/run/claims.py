@@ -453,10 +453,7 @@ def collapsed(accuracy: Any) -> float:
     (1.0, 0.0, 0.0)
     """
     y = np.asarray(accuracy, dtype=np.float64)
-    if y.size <= COLLAPSE_EVALS:
-        return 0.0
-    below = np.maximum.accumulate(y) - y >= COLLAPSE_DROP - 1e-12
-    return float(below[-COLLAPSE_EVALS:].all())
+    return _held_to_the_end(np.maximum.accumulate(y) - y >= COLLAPSE_DROP - 1e-12)
 
 
 TOOL_COLLAPSE_CALLS = 0.05
@@ -472,10 +469,13 @@ def tool_collapsed(tool_calls: Any) -> float:
     >>> tool_collapsed([0.25, 0.6, 0.04, 0.0]), tool_collapsed([0.25, 0.0, 0.3, 0.01]), tool_collapsed([0.0, 0.0])
     (1.0, 0.0, 0.0)
     """
-    calls = np.asarray(tool_calls, dtype=np.float64)
-    if calls.size <= COLLAPSE_EVALS:
-        return 0.0
-    return float((calls[-COLLAPSE_EVALS:] < TOOL_COLLAPSE_CALLS).all())
+    return _held_to_the_end(np.asarray(tool_calls, dtype=np.float64) < TOOL_COLLAPSE_CALLS)
+
+
+def _held_to_the_end(condition: np.ndarray) -> float:
+    """1.0 if ``condition`` (one flag per evaluation, update 0 first) holds at each of the last :data:`COLLAPSE_EVALS`
+    evaluations of a run longer than that, else 0.0: the "and stayed there to the end" of both collapse measures."""
+    return float(condition.size > COLLAPSE_EVALS and condition[-COLLAPSE_EVALS:].all())
 
 
 def _finite(value: Any) -> float:

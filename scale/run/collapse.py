@@ -103,10 +103,10 @@ def section_end(claim: str) -> str:
     return f"<!-- {claim}: end -->"
 
 
-def collapse_counts(design: ClaimDesign, out: Path | str) -> dict[str, dict[str, dict[str, Any]]]:
-    """knob → arm → ``{"collapsed": [seeds], "runs": finished cells}`` from the finished cells."""
+def collapse_counts(design: ClaimDesign, records: dict) -> dict[str, dict[str, dict[str, Any]]]:
+    """knob → arm → ``{"collapsed": [seeds], "runs": finished cells}`` from the finished cells (``records``:
+    :func:`~flashsim.experiments.analysis.load_cells`)."""
     indicator = COLLAPSE_TESTS[design.claim].indicator
-    records = load_cells(design, out)
     counts: dict[str, dict[str, dict[str, Any]]] = {}
     for knob in design.knob:
         for arm in design.arms:
@@ -127,12 +127,12 @@ def fisher_greater(collapsed: int, runs: int, baseline_collapsed: int, baseline_
     return float(stats.fisher_exact(table, alternative="greater").pvalue)
 
 
-def fisher_tests(design: ClaimDesign, out: Path | str) -> dict[str, Any]:
+def fisher_tests(design: ClaimDesign, records: dict) -> dict[str, Any]:
     """Per arm other than the test's baseline: per setting, the counts, Fisher's one-sided p, Holm over the
     settings, and the decision at one-sided :data:`~flashsim.experiments.verdict.ALPHA` (only the test's primary
     arm is confirmatory, and only where Fisher's test is the experiment's primary analysis)."""
     spec = COLLAPSE_TESTS[design.claim]
-    counts = collapse_counts(design, out)
+    counts = collapse_counts(design, records)
     tests: dict[str, Any] = {}
     for arm in design.arms:
         if arm.name == spec.baseline:
@@ -151,7 +151,7 @@ def fisher_tests(design: ClaimDesign, out: Path | str) -> dict[str, Any]:
     return {"baseline": spec.baseline, "indicator": spec.indicator, "alpha": ALPHA, "counts": counts, "tests": tests}
 
 
-def plot_seed_curves(design: ClaimDesign, out: Path | str) -> Path:
+def plot_seed_curves(design: ClaimDesign, records: dict, out: Path | str) -> Path:
     """``OUT/<claim>/<claim>_seeds.png``: every seed's curve (the test's ``curve``) against rollouts, one panel per
     setting (rows) and arm (columns); collapsed seeds in colour with their seed number, the others in grey."""
     spec = COLLAPSE_TESTS[design.claim]
@@ -160,7 +160,6 @@ def plot_seed_curves(design: ClaimDesign, out: Path | str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = load_cells(design, out)
     rows, columns = len(design.knob), len(design.arms)
     figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), sharex=True, sharey=True,
                                 squeeze=False)
@@ -197,10 +196,12 @@ def plot_seed_curves(design: ClaimDesign, out: Path | str) -> Path:
 
 
 def write_collapse_outputs(design: ClaimDesign, out: Path | str) -> dict[str, Any]:
-    """Write ``fisher.json`` and the per-seed figure beside the claim's summary; return the Fisher results."""
-    fisher = fisher_tests(design, out)
+    """Write ``fisher.json`` and the per-seed figure beside the claim's summary (the cells read once for both);
+    return the Fisher results."""
+    records = load_cells(design, out)
+    fisher = fisher_tests(design, records)
     atomic_write_text(Path(out) / design.claim / FISHER, to_json(fisher))
-    plot_seed_curves(design, out)
+    plot_seed_curves(design, records, out)
     return fisher
 
 

@@ -11,7 +11,7 @@ from math import comb
 
 import pytest
 
-from flashsim.experiments.analysis import write_summary
+from flashsim.experiments.analysis import load_cells, write_summary
 from flashsim.experiments.runner import cell_path, cell_record, to_json
 from flashsim.io import atomic_write_text
 from scale.run.claims import (
@@ -70,7 +70,7 @@ def finished(tmp_path):
 
 def test_fisher_counts_each_lag_and_holm_adjusts_over_the_two_lags(finished):
     design, out = finished
-    tests = fisher_tests(design, out)["tests"]
+    tests = fisher_tests(design, load_cells(design, out))["tests"]
     token, no_gate = tests["token_gate"]["by_knob"], tests["no_gate"]["by_knob"]
     assert tests["token_gate"]["confirmatory"] and not tests["no_gate"]["confirmatory"]
     assert (token["tool30_lag1"]["collapsed"], token["tool30_lag1"]["baseline_collapsed"]) == (1, 1)

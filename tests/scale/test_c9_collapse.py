@@ -12,7 +12,7 @@ from math import comb
 import pytest
 
 from flashsim.config import to_dict
-from flashsim.experiments.analysis import write_summary
+from flashsim.experiments.analysis import load_cells, write_summary
 from flashsim.experiments.runner import cell_path, cell_record, to_json
 from flashsim.io import atomic_write_text
 from scale.run.claims import (
@@ -83,7 +83,7 @@ def finished(tmp_path):
 
 def test_fisher_counts_grpos_abandoned_tools_against_flash_reinforces_and_is_not_the_primary(finished):
     design, out = finished
-    fisher = fisher_tests(design, out)
+    fisher = fisher_tests(design, load_cells(design, out))
     assert fisher["baseline"] == "flash" and fisher["indicator"] == "tool_collapse"
     grpo = fisher["tests"]["grpo"]
     assert not grpo["confirmatory"]  # the primary is the paired comparison of tool calls
