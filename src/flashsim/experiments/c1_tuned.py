@@ -27,7 +27,8 @@ eligible rate of lowest score (:func:`best_rate`). It is **interior** when the g
 (an ineligible or slower neighbour counts: it was tried and lost). Otherwise the grid grows by one factor on the open
 side (both sides when no rate is eligible) and the new rate runs on the same pilot seeds, until the best is interior
 or :data:`MAX_EXTENSIONS` rates were added on a side; a best still at an edge then is reported as at the edge, not
-done (:func:`next_exponents`).
+done (:func:`next_exponents`). A pilot rate stops running seeds once its censored runs make it ineligible
+(:func:`settled_ineligible`; added before any run, after a smoke run on a tiny cap showed what censored runs cost).
 
 **Verdict.** Fresh seeds (:data:`VERDICT_SEEDS_FROM` on, disjoint from the pilot's), every arm at its chosen rate,
 paired by seed. The factor is GRPO's mean rollouts over FlashREINFORCE's on complete pairs with the delta-method
@@ -45,7 +46,8 @@ sd(z); the verdict needs (t_{0.975, n−1} + z_{0.90}) · sd(z) / √n ≤ 1, th
 
 **Budget reduction, fixed before running** (2 cores shared by 8 jobs; deadline 01:00 UTC): SGD runs only
 FlashREINFORCE and GRPO 32 × 4, on :data:`SGD_PILOT_SEEDS` and :data:`SGD_VERDICT_SEEDS` seeds; the driver runs
-Adam-ToolGridworld, Adam-PromptBandit, then SGD, and starts no new (optimizer, env) after :data:`STOP_STARTING_UTC`;
+Adam-ToolGridworld, Adam-PromptBandit, SGD-PromptBandit, then SGD-ToolGridworld, and starts no new
+(optimizer, env) after :data:`STOP_STARTING_UTC`;
 what is unfinished then is reported as not done.
 """
 
@@ -143,6 +145,16 @@ def censored_median(values: Sequence[float]) -> float:
 def censored(values: Sequence[float]) -> int:
     """How many runs never reached the level (NaN)."""
     return sum(not math.isfinite(v) for v in values)
+
+
+def settled_ineligible(values: Sequence[float], seeds: int) -> bool:
+    """True once the censored runs among ``values`` already reach :data:`UNSTABLE_FRACTION` of all ``seeds``
+    pilot seeds: the rate is ineligible whatever the other seeds do, so the driver runs no more of them.
+
+    >>> settled_ineligible([float("nan")], 5), settled_ineligible([100.0, 200.0], 5)
+    (True, False)
+    """
+    return censored(values) >= UNSTABLE_FRACTION * seeds
 
 
 def eligible(values: Sequence[float]) -> bool:
