@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from flashsim import exact
 from flashsim.experiments import c1_tuned as design
 from flashsim.experiments.claims import _base
@@ -31,9 +33,8 @@ from flashsim.sim import Simulation
 class Plan:
     """What the driver runs (the defaults are the committed design; tests shrink them)."""
 
-    pairs: tuple[tuple[str, str], ...] = (("adam", "gridworld"), ("adam", "bandit"), ("sgd", "bandit"),
-                                          ("sgd", "gridworld"))
-    """(optimizer, env) pairs in the order they run."""
+    stages: tuple[tuple[str, str, tuple[str, ...]], ...] = design.STAGES
+    """(optimizer, env, arms) in the order they run; each stage's arms include FlashREINFORCE, the baseline."""
     cap_rollouts: int = design.CAP_ROLLOUTS
     pilot_seeds: dict = field(default_factory=lambda: {
         "adam": design.PILOT_SEEDS[:design.OPTIMIZERS["adam"]["pilot_seeds"]],
@@ -161,9 +162,11 @@ def _past(stop: str | None, now: dt.datetime) -> bool:
     return now >= dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=dt.timezone.utc)
 
 
-def run_pair(out: Path, optimizer: str, env: str, plan: Plan) -> dict[str, object]:
-    """Tune every arm of one (optimizer, env), then run the verdict seeds at the chosen rates."""
-    arms = design.OPTIMIZERS[optimizer]["arms"]
+def run_stage(out: Path, optimizer: str, env: str, arms: Sequence[str], plan: Plan) -> dict[str, object]:
+    """Tune ``arms`` of one (optimizer, env), then run their verdict seeds at the chosen rates (FlashREINFORCE's
+    tuning, already on disk after the first stage, is read back, not rerun)."""
+    if design.BASELINE not in arms:
+        raise ValueError(f"arms must include the baseline {design.BASELINE!r}, got {arms!r}")
     tuned = {arm: tune_arm(out, optimizer, env, arm, plan) for arm in arms}
     best = {arm: k for arm, (_, k) in tuned.items()}
     if best[design.BASELINE] is None:
@@ -177,25 +180,25 @@ def run_pair(out: Path, optimizer: str, env: str, plan: Plan) -> dict[str, objec
 
 
 def run(out: Path, plan: Plan = Plan(), now=lambda: dt.datetime.now(dt.timezone.utc)) -> dict[str, object]:
-    """Run the plan's pairs in order (resuming from the cells on disk); returns what each pair did."""
+    """Run the plan's stages in order (resuming from the cells on disk); returns what each stage did."""
     done = {}
-    for optimizer, env in plan.pairs:
+    for optimizer, env, arms in plan.stages:
+        name = f"{optimizer}/{env}/{'+'.join(arms)}"
         if _past(plan.stop_starting, now()):
-            print(f"{optimizer} {env}: not started (past {plan.stop_starting} UTC)", flush=True)
-            done[f"{optimizer}/{env}"] = "not started"
+            print(f"{name}: not started (past {plan.stop_starting} UTC)", flush=True)
+            done[name] = "not started"
             continue
-        done[f"{optimizer}/{env}"] = run_pair(Path(out), optimizer, env, plan)
-        print(f"{optimizer} {env}: {done[f'{optimizer}/{env}']}", flush=True)
+        done[name] = run_stage(Path(out), optimizer, env, arms, plan)
+        print(f"{name}: {done[name]}", flush=True)
     return done
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder of the cells (resumed if it exists)")
-    parser.add_argument("--pairs", nargs="*", default=None, help="optimizer/env pairs (default: the design's)")
     args = parser.parse_args(argv)
-    plan = Plan() if not args.pairs else Plan(pairs=tuple(tuple(p.split("/")) for p in args.pairs))
-    run(args.out, plan)
+    torch.set_num_threads(1)  # one process on a shared machine: no intra-op threads competing for its cores
+    run(args.out, Plan())
 
 
 if __name__ == "__main__":
