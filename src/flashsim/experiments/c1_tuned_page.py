@@ -1,0 +1,147 @@
+"""The grid figure and the markdown page of C1 at each arm's own best learning rate (issue 38).
+
+Only :func:`write_page` touches matplotlib; the numbers come from
+:func:`flashsim.experiments.c1_tuned_report.summarize`, and every sentence stating a result is built from them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from flashsim.experiments import c1_tuned as design  # noqa: E402
+from flashsim.experiments.c1_tuned_report import (  # noqa: E402
+    ENV_LABELS,
+    OPT_LABELS,
+    _num,
+    factor_sentence,
+    load_cells,
+    per_seed_csv,
+    summarize,
+)
+from flashsim.experiments.run_cell import atomic_write, atomic_write_text  # noqa: E402
+
+COLOURS = {"flash": "tab:blue", "grpo": "tab:red", "grpo_2batch": "tab:orange", "grpo_sample": "tab:purple"}
+
+
+def grid_figure(summary: dict, path: Path) -> None:
+    """One panel per optimizer and env: each arm's censored median rollouts to 0.9 per rate (pilot seeds), its
+    pilot runs as dots, ineligible rates as crosses labelled with their censored runs, the chosen rate ringed."""
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), squeeze=False)
+    for row, optimizer in enumerate(design.OPTIMIZERS):
+        for col, env in enumerate(design.ENVS):
+            ax = axes[row][col]
+            for arm in design.OPTIMIZERS[optimizer]["arms"]:
+                t = summary["grid"].get(f"{optimizer}/{env}/{arm}")
+                if t is None:
+                    continue
+                colour, cap = COLOURS[arm], design.CAP_ROLLOUTS
+                shown = [(g["rate"], g["median"] if g["median"] is not None else cap) for g in t["grid"]]
+                ax.plot([r for r, _ in shown], [min(m, cap) for _, m in shown], "-", color=colour, alpha=0.8,
+                        label=f"{design.ARMS[arm][0]} ({t['status']})")
+                for g in t["grid"]:
+                    finite = [v for v in g["values"] if v is not None and math.isfinite(v)]
+                    ax.plot([g["rate"]] * len(finite), finite, ".", color=colour, alpha=0.3)
+                    y = min(g["median"], cap) if g["median"] is not None else cap
+                    ax.plot(g["rate"], y, "o" if g["eligible"] else "x", color=colour, ms=6)
+                    if g["censored"]:
+                        ax.annotate(f"{g['censored']}/{g['runs']} cens.", (g["rate"], y), fontsize=7, color=colour,
+                                    xytext=(3, 3), textcoords="offset points")
+                if t["best_rate"] is not None:
+                    best = next(g for g in t["grid"] if g["rate"] == t["best_rate"])
+                    ax.plot(best["rate"], best["median"], "o", ms=14, mfc="none", mec=colour, mew=2)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.axhline(design.CAP_ROLLOUTS, color="grey", lw=0.8, ls=":")
+            ax.set_title(f"{OPT_LABELS[optimizer]}, {ENV_LABELS[env]}", fontsize=10)
+            ax.set_xlabel("learning rate")
+            ax.set_ylabel("rollouts to 0.9 × optimum (pilot median)")
+            if ax.get_legend_handles_labels()[1]:
+                ax.legend(fontsize=7, loc="upper right")
+            else:
+                ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center")
+    fig.suptitle("C1 tuned: each arm's learning-rate grid (pilot seeds; ringed: chosen rate; x: ineligible; "
+                 "dotted: the cap)", fontsize=10)
+    fig.tight_layout()
+    atomic_write(path, lambda file: fig.savefig(file, format="png", dpi=110))
+    plt.close(fig)
+
+
+def _arm_table(summary: dict) -> list[str]:
+    lines = ["| optimizer, env | arm | chosen lr | rule | verdict seeds | censored | mean [95 % CI] | median |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key, a in summary["arms"].items():
+        optimizer, env, arm = key.split("/")
+        lines.append(f"| {OPT_LABELS[optimizer]}, {ENV_LABELS[env]} | {design.ARMS[arm][0]} | {a['rate']:g} | "
+                     f"{a['status']} | {a['n']} | {a['censored']} | {_num(a['mean'], '–')} "
+                     f"[{_num(a['low'], '–')}, {_num(a['high'], '–')}] | {_num(a['median'])} |")
+    return lines
+
+
+def _grid_table(summary: dict) -> list[str]:
+    lines = ["| optimizer, env, arm | lr: median rollouts to 0.9 (censored/runs; x = ineligible) |", "|---|---|"]
+    for key, t in summary["grid"].items():
+        cells = ", ".join(f"{g['rate']:g}: {_num(g['median'])} ({g['censored']}/{g['runs']}"
+                          f"{'' if g['eligible'] else '; x'})" for g in t["grid"])
+        lines.append(f"| {key} | {cells} |")
+    return lines
+
+
+def headline_sentences(summary: dict) -> list[str]:
+    """The headline: the confirmatory comparison's generated sentence, or why there is none."""
+    key = summary["headline"]
+    if key in summary["comparisons"]:
+        c = summary["comparisons"][key]
+        head = [factor_sentence(key, c, summary["arms"])]
+        if c["factor"] < 1:
+            head.insert(0, "**Tuned GRPO needed fewer rollouts than FlashREINFORCE on the confirmatory comparison.**")
+        return head
+    return [f"The confirmatory comparison ({key}) is **not done**: "
+            + "; ".join(n for n in summary["not_done"] if n.startswith(key.rsplit("/", 1)[0])) + "."]
+
+
+def render(summary: dict) -> str:
+    at_edge = summary["tuned"]["at_edge"]
+    edge = ("Every tuned arm's chosen rate is interior on its grid (`tuned.at_edge` is empty)." if not at_edge else
+            "Still at an edge of its grid when the budget ended (**not done**): " + ", ".join(at_edge) + ".")
+    others = [factor_sentence(k, c, summary["arms"]) for k, c in summary["comparisons"].items()
+              if k != summary["headline"]]
+    lines = [
+        "# C1 with each arm at its own best learning rate", "",
+        "Generated by `python -m flashsim.experiments.c1_tuned_report --out runs/c1-tuned --page "
+        "docs/c1-tuned/results.md` from the cells of `python -m flashsim.experiments.c1_tuned_run --out "
+        "runs/c1-tuned`. The protocol ([design.md](design.md), `src/flashsim/experiments/c1_tuned.py`) was "
+        "committed before any cell ran. *GRPO* alone means the registry's `grpo` (DAPO's token-mean); the "
+        "sample-mean arm is DeepSeekMath's GRPO.", "",
+        "## Headline (confirmatory: Adam, ToolGridworld, FlashREINFORCE 128 × 1 vs GRPO 32 × 4 token-mean)", "",
+        *headline_sentences(summary), "", edge, "",
+        "## Every comparison (exploratory except the headline)", "",
+        *(f"- {s}" for s in others), *([] if others else ["- none finished"]), "",
+        "## Each arm at its chosen rate (verdict seeds from 3900)", "", *_arm_table(summary), "",
+        "Mean and interval are over the runs that reached 0.9 of the optimum; the median counts censored runs "
+        f"(cap {summary['cap_rollouts']:,} rollouts) as slower than every finished run.", "",
+        "## The grids (pilot seeds 3800–3803, SGD 3800–3802)", "", "![grid](results/grid.png)", "",
+        *_grid_table(summary), "",
+    ]
+    if summary["not_done"]:
+        lines += ["## Not done", "", *(f"- {n}" for n in summary["not_done"]), ""]
+    return "\n".join(lines)
+
+
+def write_page(out: Path, page: Path) -> dict:
+    """Write the page, ``results/per_seed.csv``, ``results/summary.json`` and ``results/grid.png``."""
+    page = Path(page)
+    results = page.parent / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    summary = summarize(Path(out))
+    atomic_write_text(results / "per_seed.csv", per_seed_csv(load_cells(Path(out))))
+    atomic_write_text(results / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    grid_figure(summary, results / "grid.png")
+    atomic_write_text(page, render(summary))
+    return summary
