@@ -32,9 +32,12 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from flashsim.experiments import c1_tuned as rule
 from flashsim.experiments.design import with_overrides
-from flashsim.io import atomic_write_text
+from flashsim.experiments.verdict import SMALLEST_EFFECTS, mean_interval, paired_verdict
+from flashsim.io import atomic_write_text, jsonable
 from scale.run.claims import _FLASH, _GRPO, base_config, run_transformer_cell
 
 ARMS = {"flash": _FLASH, "grpo": _GRPO}
@@ -132,10 +135,47 @@ def run(out: Path) -> dict[str, object]:
     return tuned
 
 
+def summarize(out: Path) -> dict[str, object]:
+    """The rule re-applied to the pilot cells, each arm at its chosen rate on the verdict seeds, and the verdict."""
+    tuned, arms = {}, {}
+    for arm in ARMS:
+        grid = pilot_grid(out, arm)
+        status, _ = rule.next_exponents(grid)
+        best = rule.best_rate(grid)
+        tuned[arm] = {"status": "pilot unfinished" if status == "extend" else status,
+                      "best_rate": None if best is None else rate(best), "best_exponent": best,
+                      "grid": [{"rate": rate(k), "runs": len(v), "collapsed": rule.censored(v),
+                                "eligible": rule.eligible(v),
+                                "mean_auc": -float(np.mean([x for x in v if math.isfinite(x)]))
+                                if rule.censored(v) < len(v) else math.nan} for k, v in sorted(grid.items())]}
+        if best is not None and tuned[arm]["status"] == "interior":
+            arms[arm] = {s: json.loads(cell_path(out, arm, best, s).read_text())["metrics"]["auc"]
+                         for s in VERDICT_SEEDS if cell_path(out, arm, best, s).exists()}
+    comparison = None
+    if len(arms) == 2:
+        seeds = sorted(set(arms["flash"]) & set(arms["grpo"]))
+        if len(seeds) >= 2:
+            v = paired_verdict([arms["flash"][s] for s in seeds], [arms["grpo"][s] for s in seeds], "greater",
+                               SMALLEST_EFFECTS["auc"])
+            comparison = {"seeds": len(seeds), "difference": v.difference.to_dict(), "verdict": v.verdict,
+                          "p": v.p, "flash": mean_interval([arms["flash"][s] for s in seeds]).to_dict(),
+                          "grpo": mean_interval([arms["grpo"][s] for s in seeds]).to_dict()}
+    at_edge = sorted(arm for arm, t in tuned.items() if t["status"] == "at edge")
+    return jsonable({"tuned": {"at_edge": at_edge, "status": {a: t["status"] for a, t in tuned.items()},
+                               "best": {a: t["best_rate"] for a, t in tuned.items()}},
+                     "grid": tuned, "comparison": comparison, "verdict_seeds": list(VERDICT_SEEDS)})
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder of the cells and warm-ups (resumed)")
-    run(parser.parse_args(argv).out)
+    parser.add_argument("--summary", type=Path, default=None,
+                        help="only write the summary of the cells on disk to this JSON file (no runs)")
+    args = parser.parse_args(argv)
+    if args.summary is not None:
+        atomic_write_text(args.summary, json.dumps(summarize(args.out), indent=1, sort_keys=True) + "\n")
+        return
+    run(args.out)
 
 
 if __name__ == "__main__":

@@ -106,7 +106,35 @@ def headline_sentences(summary: dict) -> list[str]:
             + "; ".join(n for n in summary["not_done"] if n.startswith(key.rsplit("/", 1)[0])) + "."]
 
 
-def render(summary: dict) -> str:
+def transformer_section(t: dict | None) -> list[str]:
+    """The tiny-transformer section from ``scale.run.c1_tuned``'s summary (None: not run)."""
+    head = ["## The tiny transformer (FlashREINFORCE 64 × 1 vs GRPO 16 × 4 token-mean, auc)", ""]
+    if t is None:
+        return [*head, "Not run (see the notes of issue 38 for its measured cost).", ""]
+    lines = [*head, "| arm | rule | chosen lr | grid: lr → mean auc of the pilot seeds (collapsed/runs) |",
+             "|---|---|---|---|"]
+    for arm, g in t["grid"].items():
+        cells = ", ".join(f"{x['rate']:g} → {x['mean_auc']:.3f} ({x['collapsed']}/{x['runs']}"
+                          f"{'' if x['eligible'] else '; x'})" if x["mean_auc"] is not None else
+                          f"{x['rate']:g} → collapsed ({x['collapsed']}/{x['runs']})" for x in g["grid"])
+        best = "–" if g["best_rate"] is None else f"{g['best_rate']:g}"
+        lines.append(f"| {design.ARMS[arm][0].split(' (')[0]} | {g['status']} | {best} | {cells} |")
+    c = t["comparison"]
+    if c is None:
+        lines += ["", "The verdict run is **not done**: " + (
+            "an arm's best is still at the edge of its grid (" + ", ".join(t["tuned"]["at_edge"]) + ")."
+            if t["tuned"]["at_edge"] else "the pilot or the verdict seeds did not finish in the budget."), ""]
+        return lines
+    d, f, g = c["difference"], c["flash"], c["grpo"]
+    lines += ["", f"At their chosen rates on {c['seeds']} fresh seeds (410–419), FlashREINFORCE's auc is "
+              f"{f['mean']:.3f} [{f['low']:.3f}, {f['high']:.3f}] and GRPO's {g['mean']:.3f} [{g['low']:.3f}, "
+              f"{g['high']:.3f}]: a paired difference of {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}], "
+              f"*{c['verdict']}* (smallest effect 0.01). The article's 2× is a factor in rollouts, which the "
+              "transformer's auc does not measure, so no size verdict is read here.", ""]
+    return lines
+
+
+def render(summary: dict, transformer: dict | None = None) -> str:
     at_edge = summary["tuned"]["at_edge"]
     edge = ("Every tuned arm's chosen rate is interior on its grid (`tuned.at_edge` is empty)." if not at_edge else
             "Still at an edge of its grid when the budget ended (**not done**): " + ", ".join(at_edge) + ".")
@@ -129,13 +157,16 @@ def render(summary: dict) -> str:
         "## The grids (pilot seeds 3800–3803, SGD 3800–3802)", "", "![grid](results/grid.png)", "",
         *_grid_table(summary), "",
     ]
+    lines += transformer_section(transformer)
     if summary["not_done"]:
         lines += ["## Not done", "", *(f"- {n}" for n in summary["not_done"]), ""]
     return "\n".join(lines)
 
 
 def write_page(out: Path, page: Path) -> dict:
-    """Write the page, ``results/per_seed.csv``, ``results/summary.json`` and ``results/grid.png``."""
+    """Write the page, ``results/per_seed.csv``, ``results/summary.json`` and ``results/grid.png``; the
+    transformer section comes from ``results/transformer_summary.json`` (``python -m scale.run.c1_tuned --out
+    runs/c1-tuned-transformer --summary docs/c1-tuned/results/transformer_summary.json``) when it exists."""
     page = Path(page)
     results = page.parent / "results"
     results.mkdir(parents=True, exist_ok=True)
@@ -143,5 +174,6 @@ def write_page(out: Path, page: Path) -> dict:
     atomic_write_text(results / "per_seed.csv", per_seed_csv(load_cells(Path(out))))
     atomic_write_text(results / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
     grid_figure(summary, results / "grid.png")
-    atomic_write_text(page, render(summary))
+    t_path = results / "transformer_summary.json"
+    atomic_write_text(page, render(summary, json.loads(t_path.read_text()) if t_path.exists() else None))
     return summary
