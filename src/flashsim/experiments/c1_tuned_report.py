@@ -95,7 +95,8 @@ def compare(flash: dict[int, float], grpo: dict[int, float]) -> dict[str, object
     a, b = [flash[s] for s in seeds], [grpo[s] for s in seeds]
     verdict = paired_verdict(a, b, "less", SMALLEST_EFFECTS["rollouts_to_90"], size=2.0, threshold=True)
     ratio = verdict.ratio
-    return {"seeds": len(seeds), "factor": ratio.mean, "low": ratio.low, "high": ratio.high,
+    return {"seeds": len(seeds), "identical": verdict.verdict == "identical arms",
+            "factor": ratio.mean, "low": ratio.low, "high": ratio.high,
             "verdict": verdict.verdict, "p": verdict.p, "pairs": verdict.pairs,
             "dropped_by_arm": verdict.dropped_by_arm, "size_verdict": design.size_verdict(ratio.low, ratio.high)}
 
@@ -140,13 +141,31 @@ def _num(x: float | None, missing: str = "censored") -> str:
     return "–" if math.isnan(x) else f"{x:,.0f}"
 
 
+def direction_phrase(factor: float, low: float, high: float) -> str:
+    """Which arm needed fewer rollouts, as far as the factor's interval decides it.
+
+    >>> direction_phrase(0.8, 0.6, 0.95)
+    'tuned GRPO needed fewer rollouts than FlashREINFORCE'
+    >>> direction_phrase(0.94, 0.66, 1.22)
+    'the interval contains 1, so neither needed decidedly fewer rollouts (the point estimate favours tuned GRPO)'
+    """
+    if high < 1:
+        return "tuned GRPO needed fewer rollouts than FlashREINFORCE"
+    if low > 1:
+        return "FlashREINFORCE needed fewer rollouts than tuned GRPO"
+    favoured = "tuned GRPO" if factor < 1 else "FlashREINFORCE"
+    return ("the interval contains 1, so neither needed decidedly fewer rollouts (the point estimate favours "
+            f"{favoured})")
+
+
 def factor_sentence(key: str, c: dict, arms: dict) -> str:
     """The generated sentence of one comparison (which GRPO, the factor, its interval, both verdicts)."""
     optimizer, env, arm = key.split("/")
     label = design.ARMS[arm][0]
     flash, grpo = arms[f"{optimizer}/{env}/{design.BASELINE}"], arms[key]
-    fewer = ("tuned GRPO needed fewer rollouts than FlashREINFORCE" if c["factor"] < 1 else
-             "FlashREINFORCE needed fewer rollouts than tuned GRPO")
+    fewer = direction_phrase(c["factor"], c["low"], c["high"])
+    if c.get("identical"):
+        fewer += " (the two arms' runs are identical seed for seed)"
     return (f"{OPT_LABELS[optimizer]}, {ENV_LABELS[env]}: {label} at lr {grpo['rate']:g} needed "
             f"{c['factor']:.2f}× [{c['low']:.2f}, {c['high']:.2f}] the rollouts of FlashREINFORCE at lr "
             f"{flash['rate']:g} to reach 0.9 of the optimum ({c['pairs']} paired seeds, "
