@@ -20,6 +20,7 @@ from flashsim.experiments.c1_tuned_report import (  # noqa: E402
     ENV_LABELS,
     OPT_LABELS,
     _num,
+    direction_phrase,
     factor_sentence,
     load_cells,
     per_seed_csv,
@@ -33,10 +34,10 @@ COLOURS = {"flash": "tab:blue", "grpo": "tab:red", "grpo_2batch": "tab:orange", 
 def grid_figure(summary: dict, path: Path) -> None:
     """One panel per optimizer and env: each arm's censored median rollouts to 0.9 per rate (pilot seeds), its
     pilot runs as dots, ineligible rates as crosses labelled with their censored runs, the chosen rate ringed."""
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8), squeeze=False)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), squeeze=False)
     for row, optimizer in enumerate(design.OPTIMIZERS):
         for col, env in enumerate(design.ENVS):
-            ax = axes[row][col]
+            ax, notes, rates = axes[row][col], [], set()
             for arm in design.OPTIMIZERS[optimizer]["arms"]:
                 t = summary["grid"].get(f"{optimizer}/{env}/{arm}")
                 if t is None:
@@ -44,7 +45,10 @@ def grid_figure(summary: dict, path: Path) -> None:
                 colour, cap = COLOURS[arm], design.CAP_ROLLOUTS
                 shown = [(g["rate"], g["median"] if g["median"] is not None else cap) for g in t["grid"]]
                 ax.plot([r for r, _ in shown], [min(m, cap) for _, m in shown], "-", color=colour, alpha=0.8,
-                        label=f"{design.ARMS[arm][0]} ({t['status']})")
+                        label=design.ARMS[arm][0])
+                if t["status"] != "interior":
+                    notes.append(f"{arm}: {t['status']}")
+                rates |= {g["rate"] for g in t["grid"]}
                 for g in t["grid"]:
                     finite = [v for v in g["values"] if v is not None and math.isfinite(v)]
                     ax.plot([g["rate"]] * len(finite), finite, ".", color=colour, alpha=0.3)
@@ -58,17 +62,21 @@ def grid_figure(summary: dict, path: Path) -> None:
                     ax.plot(best["rate"], best["median"], "o", ms=14, mfc="none", mec=colour, mew=2)
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.set_xticks(sorted(rates), [f"{r:g}" for r in sorted(rates)], fontsize=8)
+            ax.minorticks_off()
+            if notes:
+                ax.text(0.02, 0.02, "; ".join(notes), transform=ax.transAxes, fontsize=7, color="black")
             ax.axhline(design.CAP_ROLLOUTS, color="grey", lw=0.8, ls=":")
             ax.set_title(f"{OPT_LABELS[optimizer]}, {ENV_LABELS[env]}", fontsize=10)
             ax.set_xlabel("learning rate")
             ax.set_ylabel("rollouts to 0.9 × optimum (pilot median)")
-            if ax.get_legend_handles_labels()[1]:
-                ax.legend(fontsize=7, loc="upper right")
-            else:
+            if not ax.get_legend_handles_labels()[1]:
                 ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center")
-    fig.suptitle("C1 tuned: each arm's learning-rate grid (pilot seeds; ringed: chosen rate; x: ineligible; "
-                 "dotted: the cap)", fontsize=10)
-    fig.tight_layout()
+    fig.suptitle("C1 tuned: each arm's learning-rate grid (pilot seeds: dots; line: censored median; ringed: chosen "
+                 "rate; x: ineligible; dotted: the cap, censored runs)", fontsize=10)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     atomic_write(path, lambda file: fig.savefig(file, format="png", dpi=110))
     plt.close(fig)
 
@@ -137,6 +145,21 @@ def transformer_section(t: dict | None) -> list[str]:
     return lines
 
 
+def results_sentence(summary: dict, link: str = "c1-tuned/results.md") -> str:
+    """The sentence ``docs/results.md``'s C1 discussion quotes, generated from the committed summary."""
+    key = summary["headline"]
+    if key not in summary["comparisons"]:
+        return f"[C1 with each arm at its own best learning rate]({link}): the confirmatory comparison is not done."
+    c = summary["comparisons"][key]
+    edge = ("every arm's chosen rate interior on its grid" if not summary["tuned"]["at_edge"] else
+            f"{len(summary['tuned']['at_edge'])} arm(s) still at an edge of their grid")
+    return (f"[With each arm at its own best learning rate]({link}) (per-arm grids extended by a rule committed "
+            f"before the runs, {edge}), on {c['pairs']} fresh seeds GRPO 32 × 4 (token-mean) needed "
+            f"{c['factor']:.2f}× [{c['low']:.2f}, {c['high']:.2f}] FlashREINFORCE's rollouts to reach 0.9 of the "
+            f"optimum on ToolGridworld under Adam: {direction_phrase(c['factor'], c['low'], c['high'])}; against "
+            f"the article's 2×, {c['size_verdict']} (verdict: {c['verdict']}).")
+
+
 def render(summary: dict, transformer: dict | None = None) -> str:
     at_edge = summary["tuned"]["at_edge"]
     edge = ("Every tuned arm's chosen rate is interior on its grid (`tuned.at_edge` is empty)." if not at_edge else
@@ -167,7 +190,8 @@ def render(summary: dict, transformer: dict | None = None) -> str:
 
 
 def write_page(out: Path, page: Path) -> dict:
-    """Write the page, ``results/per_seed.csv``, ``results/summary.json`` and ``results/grid.png``; the
+    """Write the page, ``results/per_seed.csv``, ``results/summary.json``, ``results/grid.png`` and
+    ``results/results_sentence.md`` (what ``docs/results.md`` quotes); the
     transformer section comes from ``results/transformer_summary.json`` (``python -m scale.run.c1_tuned --out
     runs/c1-tuned-transformer --summary docs/c1-tuned/results/transformer_summary.json``) when it exists."""
     page = Path(page)
@@ -179,4 +203,5 @@ def write_page(out: Path, page: Path) -> dict:
     grid_figure(summary, results / "grid.png")
     t_path = results / "transformer_summary.json"
     atomic_write_text(page, render(summary, json.loads(t_path.read_text()) if t_path.exists() else None))
+    atomic_write_text(results / "results_sentence.md", results_sentence(summary) + "\n")
     return summary

@@ -95,8 +95,7 @@ def compare(flash: dict[int, float], grpo: dict[int, float]) -> dict[str, object
     a, b = [flash[s] for s in seeds], [grpo[s] for s in seeds]
     verdict = paired_verdict(a, b, "less", SMALLEST_EFFECTS["rollouts_to_90"], size=2.0, threshold=True)
     ratio = verdict.ratio
-    return {"seeds": len(seeds), "identical": verdict.verdict == "identical arms",
-            "factor": ratio.mean, "low": ratio.low, "high": ratio.high,
+    return {"seeds": len(seeds), "factor": ratio.mean, "low": ratio.low, "high": ratio.high,
             "verdict": verdict.verdict, "p": verdict.p, "pairs": verdict.pairs,
             "dropped_by_arm": verdict.dropped_by_arm, "size_verdict": design.size_verdict(ratio.low, ratio.high)}
 
@@ -125,6 +124,9 @@ def summarize(out: Path, plan: Plan | None = None) -> dict[str, object]:
         base = f"{optimizer}/{env}/{design.BASELINE}"
         if arm != design.BASELINE and base in arms and arms[key]["n"] >= 2:
             comparisons[key] = compare(arms[base]["values"], arms[key]["values"])
+            twins = [k.split("/")[2] for k in arms if k < key and k.startswith(f"{optimizer}/{env}/")
+                     and k != base and arms[k]["values"] == arms[key]["values"]]
+            comparisons[key]["same_as"] = twins[0] if twins else None
     at_edge = sorted(key for key, t in tuned.items() if t["status"] == "at edge")
     return jsonable({"tuned": {"at_edge": at_edge, "best": {k: t["best_rate"] for k, t in tuned.items()},
                                "status": {k: t["status"] for k, t in tuned.items()}},
@@ -164,8 +166,9 @@ def factor_sentence(key: str, c: dict, arms: dict) -> str:
     label = design.ARMS[arm][0]
     flash, grpo = arms[f"{optimizer}/{env}/{design.BASELINE}"], arms[key]
     fewer = direction_phrase(c["factor"], c["low"], c["high"])
-    if c.get("identical"):
-        fewer += " (the two arms' runs are identical seed for seed)"
+    if c.get("same_as"):
+        fewer += (f" (its runs are those of {design.ARMS[c['same_as']][0]}, seed for seed: the two GRPO arms "
+                  "differ only in how tokens are averaged)")
     return (f"{OPT_LABELS[optimizer]}, {ENV_LABELS[env]}: {label} at lr {grpo['rate']:g} needed "
             f"{c['factor']:.2f}× [{c['low']:.2f}, {c['high']:.2f}] the rollouts of FlashREINFORCE at lr "
             f"{flash['rate']:g} to reach 0.9 of the optimum ({c['pairs']} paired seeds, "
