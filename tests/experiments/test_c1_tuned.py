@@ -133,3 +133,33 @@ def test_the_driver_resumes_after_sigkill_with_the_same_cells_as_a_clean_run(tmp
     assert _files(killed) == _files(clean)
     verdict = [json.loads(t) for name, t in _files(clean).items() if "_s39" in name]
     assert {r["arm"] for r in verdict} == {"flash", "grpo"} and len(verdict) == 4
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_results_page_quotes_the_sentence_generated_from_the_committed_summary():
+    from flashsim.experiments.c1_tuned_page import results_sentence
+
+    summary = json.loads((ROOT / "docs/c1-tuned/results/summary.json").read_text())
+    sentence = results_sentence(summary)
+    assert sentence == (ROOT / "docs/c1-tuned/results/results_sentence.md").read_text().strip()
+    assert sentence in (ROOT / "docs/results.md").read_text()
+    assert sentence in (ROOT / "docs/results/discussion/C1.md").read_text()
+    assert summary["tuned"]["at_edge"] == [] or "at an edge" in sentence
+
+
+def test_the_generated_sentences_read_the_direction_off_the_interval():
+    from flashsim.experiments.c1_tuned_page import results_sentence
+
+    c = {"factor": 0.7, "low": 0.55, "high": 0.85, "pairs": 20, "size_verdict": "claimed size rejected",
+         "verdict": "not supported"}
+    summary = {"headline": "adam/gridworld/grpo", "comparisons": {"adam/gridworld/grpo": c},
+               "tuned": {"at_edge": []}}
+    assert "tuned GRPO needed fewer rollouts than FlashREINFORCE" in results_sentence(summary)
+    assert "0.70× [0.55, 0.85]" in results_sentence(summary)
+    c.update(factor=1.3, low=0.9, high=1.7)
+    assert "neither needed decidedly fewer rollouts (the point estimate favours FlashREINFORCE)" in \
+        results_sentence(summary)
+    summary["tuned"]["at_edge"] = ["adam/gridworld/grpo"]
+    assert "1 arm(s) still at an edge" in results_sentence(summary)
