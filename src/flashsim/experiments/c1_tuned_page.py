@@ -92,6 +92,18 @@ def _arm_table(summary: dict) -> list[str]:
     return lines
 
 
+def _power_lines(summary: dict) -> list[str]:
+    """The power rule per comparison (Adam's verdict seed counts; SGD's are fixed at 10)."""
+    lines = []
+    for key, c in summary["comparisons"].items():
+        p = c.get("power") or {}
+        if p.get("sd_z") is not None and key.startswith("adam/"):
+            lines.append(f"- {key}: sd of the delta-method terms on {p['pilot_pairs']} pilot pairs {p['sd_z']:.2f}, "
+                         f"so the power rule asked for {p['seeds_asked']} seeds (minimum "
+                         f"{design.MIN_VERDICT_SEEDS}, cap {design.MAX_VERDICT_SEEDS}).")
+    return ["**Power rule** (design step 7):", "", *lines, ""] if lines else []
+
+
 def _grid_table(summary: dict) -> list[str]:
     lines = ["| optimizer, env, arm | lr: median rollouts to 0.9 (censored/runs; x = ineligible) |", "|---|---|"]
     for key, t in summary["grid"].items():
@@ -178,6 +190,7 @@ def render(summary: dict, transformer: dict | None = None) -> str:
         "## Every comparison (exploratory except the headline)", "",
         *(f"- {s}" for s in others), *([] if others else ["- none finished"]), "",
         "## Each arm at its chosen rate (verdict seeds from 3900)", "", *_arm_table(summary), "",
+        *_power_lines(summary),
         "Mean and interval are over the runs that reached 0.9 of the optimum; the median counts censored runs "
         f"(cap {summary['cap_rollouts']:,} rollouts) as slower than every finished run.", "",
         "## The grids (pilot seeds 3800–3803, SGD 3800–3802)", "", "![grid](results/grid.png)", "",

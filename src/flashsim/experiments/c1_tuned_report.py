@@ -100,6 +100,17 @@ def compare(flash: dict[int, float], grpo: dict[int, float]) -> dict[str, object
             "dropped_by_arm": verdict.dropped_by_arm, "size_verdict": design.size_verdict(ratio.low, ratio.high)}
 
 
+def power(tuned: dict, base: str, key: str) -> dict[str, float]:
+    """The power rule's inputs and output for one comparison: sd of the delta-method terms on the pilot seeds at
+    both arms' chosen rates, and the verdict seeds it asks for (before the cap and the minimum)."""
+    values = {k: next(g["values"] for g in tuned[k]["grid"] if g["exponent"] == tuned[k]["best_exponent"])
+              for k in (base, key)}
+    z = design.delta_terms(values[key], values[base])
+    sd = float(z.std(ddof=1)) if z.size >= 2 else math.nan
+    return {"sd_z": sd, "pilot_pairs": int(z.size),
+            "seeds_asked": design.seeds_for_power(sd) if math.isfinite(sd) else None}
+
+
 def summarize(out: Path, plan: Plan | None = None) -> dict[str, object]:
     """Everything the page states: tuning per arm, verdict values per arm, comparisons, what is not done."""
     plan = plan or Plan()
@@ -127,6 +138,7 @@ def summarize(out: Path, plan: Plan | None = None) -> dict[str, object]:
             twins = [k.split("/")[2] for k in arms if k < key and k.startswith(f"{optimizer}/{env}/")
                      and k != base and arms[k]["values"] == arms[key]["values"]]
             comparisons[key]["same_as"] = twins[0] if twins else None
+            comparisons[key]["power"] = power(tuned, base, key)
     at_edge = sorted(key for key, t in tuned.items() if t["status"] == "at edge")
     return jsonable({"tuned": {"at_edge": at_edge, "best": {k: t["best_rate"] for k, t in tuned.items()},
                                "status": {k: t["status"] for k, t in tuned.items()}},
