@@ -14,14 +14,9 @@ import pytest
 from flashsim.experiments.analysis import load_cells, write_summary
 from flashsim.experiments.runner import cell_path, cell_record, to_json
 from flashsim.io import atomic_write_text
-from scale.run.claims import (
-    C2_COLLAPSE_SEEDS,
-    TRANSFORMER_CELL_METRICS,
-    TRANSFORMER_CLAIMS,
-    build_transformer_design,
-    c2_collapse_design,
-    collapsed,
-)
+from scale.run.cells import TRANSFORMER_CELL_METRICS
+from scale.run.claims import C2_COLLAPSE_SEEDS, TRANSFORMER_CLAIMS, build_transformer_design, c2_collapse_design
+from scale.run.collapse_rules import collapsed
 from scale.run.collapse import (
     fisher_tests,
     section_begin,
