@@ -25,8 +25,8 @@ from scale.run.claims import (
     build_transformer_design,
     c9_collapse_design,
 )
-from scale.run.collapse_rules import collapsed, tool_collapsed
 from scale.run.collapse import fisher_tests, section_begin, section_of, write_collapse_outputs
+from scale.run.collapse_rules import collapsed, tool_collapsed
 
 KEPT = [0.25, 0.60, 0.80, 0.90]
 ABANDONED = [0.25, 0.30, 0.04, 0.00]  # below 0.05 calls at each of the last two evaluations
