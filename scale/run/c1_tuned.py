@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
+from flashsim.experiments import SMALLEST_EFFECTS, mean_interval, paired_verdict, with_overrides
 from flashsim.experiments import c1_tuned as rule
-from flashsim.experiments.design import with_overrides
-from flashsim.experiments.verdict import SMALLEST_EFFECTS, mean_interval, paired_verdict
 from flashsim.io import atomic_write_text, jsonable
-from scale.run.claims import _FLASH, _GRPO, base_config, run_transformer_cell
+from scale.run.cells import run_transformer_cell
+from scale.run.claims import _FLASH, _GRPO, base_config
 
 ARMS = {"flash": _FLASH, "grpo": _GRPO}
 """FlashREINFORCE 64 × 1 and GRPO G = 4 (16 prompts × 4) token-mean, as the transformer page's C1."""
