@@ -133,7 +133,7 @@ def transformer_section(t: dict | None) -> list[str]:
     """The tiny-transformer section from ``scale.run.c1_tuned``'s summary (None: not run)."""
     head = ["## The tiny transformer (FlashREINFORCE 64 × 1 vs GRPO 16 × 4 token-mean, auc)", ""]
     if t is None:
-        return [*head, "Not run (see the notes of issue 38 for its measured cost).", ""]
+        return [*head, "Not run (its measured cost: [design.md](design.md), step 10).", ""]
     lines = [*head, "| arm | rule | chosen lr | grid: lr → mean auc of the pilot seeds (collapsed/runs) |",
              "|---|---|---|---|"]
     for arm, g in t["grid"].items():
@@ -146,7 +146,8 @@ def transformer_section(t: dict | None) -> list[str]:
     if c is None:
         lines += ["", "The verdict run is **not done**: " + (
             "an arm's best is still at the edge of its grid (" + ", ".join(t["tuned"]["at_edge"]) + ")."
-            if t["tuned"]["at_edge"] else "the pilot or the verdict seeds did not finish in the budget."), ""]
+            if t["tuned"]["at_edge"] else "the pilot or the verdict seeds did not finish in the budget (the measured "
+            "cost of a cell: [design.md](design.md), step 10)."), ""]
         return lines
     d, f, g = c["difference"], c["flash"], c["grpo"]
     lines += ["", f"At their chosen rates on {c['seeds']} fresh seeds (410–419), FlashREINFORCE's auc is "
