@@ -173,8 +173,19 @@ def results_sentence(summary: dict, link: str = "c1-tuned/results.md") -> str:
             f"the article's 2×, {c['size_verdict']} (verdict: {c['verdict']}).")
 
 
+def bounded_by_instability(summary: dict) -> list[str]:
+    """The arms whose next higher rate than the chosen one is ineligible (a censored pilot run)."""
+    keys = []
+    for key, t in summary["grid"].items():
+        above = [g for g in t["grid"] if t["best_rate"] is not None and g["rate"] > t["best_rate"]]
+        if above and not min(above, key=lambda g: g["rate"])["eligible"]:
+            keys.append(key)
+    return keys
+
+
 def render(summary: dict, transformer: dict | None = None) -> str:
     at_edge = summary["tuned"]["at_edge"]
+    unstable = bounded_by_instability(summary)
     edge = ("Every tuned arm's chosen rate is interior on its grid (`tuned.at_edge` is empty)." if not at_edge else
             "Still at an edge of its grid when the budget ended (**not done**): " + ", ".join(at_edge) + ".")
     others = [factor_sentence(k, c, summary["arms"]) for k, c in summary["comparisons"].items()
@@ -187,7 +198,11 @@ def render(summary: dict, transformer: dict | None = None) -> str:
         "committed before any cell ran. *GRPO* alone means the registry's `grpo` (DAPO's token-mean); the "
         "sample-mean arm is DeepSeekMath's GRPO.", "",
         "## Headline (confirmatory: Adam, ToolGridworld, FlashREINFORCE 128 × 1 vs GRPO 32 × 4 token-mean)", "",
-        *headline_sentences(summary), "", edge, "",
+        *headline_sentences(summary), "", edge + (
+            f" For {len(unstable)} of the {len(summary['grid'])} tuned arms the next higher rate is ineligible under "
+            f"the instability rule (at least one censored pilot run), so what bounds the best from above is "
+            f"instability as much as speed: {', '.join(unstable)}." if unstable
+            else ""), "",
         "## Every comparison (exploratory except the headline)", "",
         *(f"- {s}" for s in others), *([] if others else ["- none finished"]), "",
         "## Each arm at its chosen rate (verdict seeds from 3900)", "", *_arm_table(summary), "",
