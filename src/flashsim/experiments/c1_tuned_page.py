@@ -122,6 +122,7 @@ def headline_sentences(summary: dict) -> list[str]:
         if c["factor"] < 1:
             decided = "" if c["high"] < 1 else (f", on average: {c['factor']:.2f}× its rollouts, with an interval "
                                                 f"[{c['low']:.2f}, {c['high']:.2f}] that contains 1")
+            head.insert(0, "")
             head.insert(0, f"**With each arm at its own best learning rate, tuned GRPO (32 × 4, token-mean) needed "
                            f"fewer rollouts than FlashREINFORCE{decided}.**")
         return head
