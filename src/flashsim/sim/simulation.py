@@ -2,7 +2,7 @@
 
 :class:`Simulation` wires the parts together: a vector env (:func:`~flashsim.sim.config.make_env`), a policy
 (:mod:`flashsim.policies`), a rollout source that decides the lag (:class:`~flashsim.sim.rollouts.LaggedSource`
-for injected lag, :class:`~flashsim.sim.engine.AsyncEngine` for emergent lag), the :class:`PolicyLearner`
+for injected lag, :class:`~flashsim.sim.events.EventLoop` for emergent lag), the :class:`PolicyLearner`
 and exact evaluation (:func:`flashsim.exact.evaluate`, or a seeded Monte Carlo estimate with its
 standard error for envs without tables). Update k takes the source's next batch (or the next
 minibatch of the current one), takes one optimizer step, and publishes θ_{k+1}. All randomness comes
@@ -70,7 +70,7 @@ from flashsim.io import SUMMARY, ProgressBar, RunDirectory, load_checkpoint, plo
 from flashsim.losses import LOSSES
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TrainConfig, make_env, timing_of
-from flashsim.sim.engine import AsyncEngine, EngineState, TrajectoryStore
+from flashsim.sim.events import EventLoop, EventLoopState, TrajectoryStore
 from flashsim.sim.rollouts import (
     Batch,
     LaggedSource,
@@ -120,7 +120,7 @@ class Simulation:
         self.learner = PolicyLearner(self.policy, config.algorithm)
         self.exact_tables = exact.to_torch(self.tables) if self.tables is not None else None
         self.sampler = Sampler(self.env, self.timing.step_duration, config.logprob_noise)
-        source = AsyncEngine if isinstance(config.lag, AsyncWorkers) else LaggedSource
+        source = EventLoop if isinstance(config.lag, AsyncWorkers) else LaggedSource
         self.source = source(
             config.lag, config.algorithm, self.sampler, self.timing, self.env.train_prompts, self.rng
         )
@@ -266,7 +266,7 @@ class SimulationState:
     """``numpy.random.Generator.bit_generator.state`` (plain data)."""
     learner: LearnerState
     source: Any
-    """The rollout source's state (``LaggedSourceState`` or ``EngineState``)."""
+    """The rollout source's state (``LaggedSourceState`` or ``EventLoopState``)."""
     current: CollectedBatch | None
 
 
@@ -412,7 +412,7 @@ class LearnerState:
 
 CHECKPOINT, CONFIG, CURVES = "checkpoint.pt", "config.json", "curves.png"
 STATE_TYPES = (
-    SimulationState, LearnerState, CollectedBatch, Batch, PreparedBatch, TrajectoryArrays, EngineState,
+    SimulationState, LearnerState, CollectedBatch, Batch, PreparedBatch, TrajectoryArrays, EventLoopState,
     LaggedSourceState, LedgerState, Ledger, SnapshotStoreState, Snapshot, SimClock, TrajectoryStore,
 )
 """Classes of the simulator's own state objects that its checkpoints may hold (see :mod:`flashsim.io`);
