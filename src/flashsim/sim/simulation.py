@@ -58,7 +58,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -99,6 +99,41 @@ METRIC_KEYS = (
 """Every metric of an update, in column order."""
 
 
+class RolloutSource(Protocol):
+    """What :class:`Simulation` asks of a rollout source (:class:`~flashsim.sim.rollouts.LaggedSource` for
+    injected lag, :class:`~flashsim.sim.events.EventLoop` for emergent lag); a new lag model is a source with
+    these members. ``publish`` is called once with θ_0, then once after each update; ``next_batch`` once before
+    each update."""
+
+    ledger: Ledger
+    """Every trajectory the source started, in exactly one state (the learner settles a batch's ids in it)."""
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """The learner published ``snapshot`` (θ_k, version k; θ_0 at the start); later trajectories may use it."""
+        ...
+
+    def next_batch(self) -> Batch:
+        """The batch for the update from the newest published version: B trajectories (whole groups), each row
+        with its id, the version that sampled it and its group; their ids TAKEN in the ledger."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """The ``time/`` metrics of the simulated clock so far."""
+        ...
+
+    def check(self) -> dict[str, int]:
+        """The ledger's invariant (raises :class:`~flashsim.sim.rollouts.AccountingError`); its counts."""
+        ...
+
+    def state_dict(self) -> Any:
+        """A deep copy of the mutable state, of the classes in :data:`STATE_TYPES` (the generator apart)."""
+        ...
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict`'s state."""
+        ...
+
+
 class Simulation:
     """A training run of ``config``, advanced with :meth:`step` (see the module docstring).
 
@@ -121,7 +156,7 @@ class Simulation:
         self.exact_tables = exact.to_torch(self.tables) if self.tables is not None else None
         self.sampler = Sampler(self.env, self.timing.step_duration, config.logprob_noise)
         source = EventLoop if isinstance(config.lag, AsyncWorkers) else LaggedSource
-        self.source = source(
+        self.source: RolloutSource = source(
             config.lag, config.algorithm, self.sampler, self.timing, self.env.train_prompts, self.rng
         )
         self.update = 0
@@ -129,7 +164,7 @@ class Simulation:
         self.source.publish(Snapshot.of_policy(self.policy, 0))
 
     @property
-    def ledger(self):
+    def ledger(self) -> Ledger:
         """The source's accounting ledger."""
         return self.source.ledger
 
