@@ -1,5 +1,5 @@
 """What plugs into the simulator plugs in as declared: a toy env is its file and one row of ``toy_envs.TOY_ENVS``;
-a rollout source has every member of :class:`flashsim.sim.RolloutSource`, with its signature."""
+a rollout source has every member of :class:`flashsim.sim.SimulatedSource`, with its signature."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 import toy_envs
 from flashsim.cli import main
-from flashsim.sim import ENVS, AlgorithmConfig, AsyncWorkers, RolloutSource, Simulation, TrainConfig, build_tables
+from flashsim.sim import ENVS, AlgorithmConfig, AsyncWorkers, SimulatedSource, Simulation, TrainConfig, build_tables
 
 COIN_ENV_FILE = '''
 """A throwaway toy env: one prompt, two answers; answer 1 pays with probability ``heads``."""
@@ -118,7 +118,7 @@ def assert_implements(source: object, protocol: type) -> None:
 def test_each_simulator_source_has_every_member_of_the_rollout_source_protocol(lag):
     config = TrainConfig(env="bandit_tiny", algorithm=AlgorithmConfig(batch_size=4), seed=0,
                          **({"lag": lag} if lag is not None else {}))
-    assert_implements(Simulation(config).source, RolloutSource)
+    assert_implements(Simulation(config).source, SimulatedSource)
 
 
 def test_the_protocol_check_fails_for_a_source_missing_a_member():
@@ -136,6 +136,6 @@ def test_the_protocol_check_fails_for_a_source_missing_a_member():
         def next_batch(self, num_trajectories): ...
 
     with pytest.raises(AssertionError, match="no ledger"):
-        assert_implements(NoLedger(), RolloutSource)
+        assert_implements(NoLedger(), SimulatedSource)
     with pytest.raises(AssertionError, match="next_batch"):
-        assert_implements(WrongSignature(), RolloutSource)
+        assert_implements(WrongSignature(), SimulatedSource)

@@ -43,14 +43,14 @@ from flashsim.sim.config import (
 )
 from flashsim.sim.events import EventLoop
 from flashsim.sim.rollouts import AccountingError, LaggedSource, Ledger, Sampler, Snapshot, draw_lags, roll_out
-from flashsim.sim.simulation import METRIC_KEYS, PolicyLearner, RolloutSource, Simulation, TrainResult, train
+from flashsim.sim.simulation import METRIC_KEYS, PolicyLearner, SimulatedSource, Simulation, TrainResult, train
 
 AsyncEngine = EventLoop
 """The former name of :class:`EventLoop` (until issue 36: "engine" now means only ``scale``'s samplers)."""
 
 __all__ = [
     "AccountingError", "AlgorithmConfig", "AsyncWorkers", "ENVS", "EventLoop", "FixedLag",
-    "LaggedSource", "Ledger", "METRIC_KEYS", "PolicyLearner", "RandomLag", "RolloutSource", "Sampler", "SimEnv",
+    "LaggedSource", "Ledger", "METRIC_KEYS", "PolicyLearner", "RandomLag", "Sampler", "SimEnv", "SimulatedSource",
     "Simulation", "Snapshot", "TimingModel", "TrainConfig", "TrainResult", "build_tables", "draw_lags", "make_env",
     "optimal_success", "parse_lag", "roll_out", "train",
 ]

@@ -99,8 +99,8 @@ METRIC_KEYS = (
 """Every metric of an update, in column order."""
 
 
-class RolloutSource(Protocol):
-    """What :class:`Simulation` asks of a rollout source (:class:`~flashsim.sim.rollouts.LaggedSource` for
+class SimulatedSource(Protocol):
+    """What :class:`Simulation` asks of a rollout source of simulated trajectories (:class:`~flashsim.sim.rollouts.LaggedSource` for
     injected lag, :class:`~flashsim.sim.events.EventLoop` for emergent lag); a new lag model is a source with
     these members. ``publish`` is called once with θ_0, then once after each update; ``next_batch`` once before
     each update."""
@@ -156,7 +156,7 @@ class Simulation:
         self.exact_tables = exact.to_torch(self.tables) if self.tables is not None else None
         self.sampler = Sampler(self.env, self.timing.step_duration, config.logprob_noise)
         source = EventLoop if isinstance(config.lag, AsyncWorkers) else LaggedSource
-        self.source: RolloutSource = source(
+        self.source: SimulatedSource = source(
             config.lag, config.algorithm, self.sampler, self.timing, self.env.train_prompts, self.rng
         )
         self.update = 0
