@@ -87,7 +87,7 @@ class Latency:
     A step lasts ``step_duration · e^{step_duration_sigma · z}`` plus, for a tool call,
     ``tool_latency · e^{tool_latency_sigma · z'}`` (z, z' independent standard normals; the medians are
     ``step_duration`` and ``tool_latency``). The gymnasium envs report it as ``info["duration"]`` and
-    the simulator's event engine schedules workers with it.
+    the simulator's event loop schedules workers with it.
     """
 
     step_duration: float = 1.0
