@@ -134,3 +134,20 @@ def test_event_loop_runs_are_deterministic_per_seed():
     a, b = Simulation(config), Simulation(config)
     assert [a.step() for _ in range(15)] == [b.step() for _ in range(15)]
     assert first[0] == Simulation(config).step()
+
+
+def test_checkpoints_name_every_state_class_as_they_did_before_the_modules_were_renamed():
+    # A checkpoint stores module.Class for each state object; a class that moves keeps its old name
+    # (checkpoint_name), so checkpoints written before the move still load and runs write the same bytes.
+    from flashsim.io import _name
+    from flashsim.sim.simulation import STATE_TYPES
+
+    assert sorted(_name(cls) for cls in STATE_TYPES) == sorted([
+        "flashsim.sim.simulation.SimulationState", "flashsim.sim.simulation.LearnerState",
+        "flashsim.sim.simulation.CollectedBatch", "flashsim.sim.rollouts.Batch",
+        "flashsim.sim.simulation.PreparedBatch", "flashsim.sim.rollouts.TrajectoryArrays",
+        "flashsim.sim.engine.EngineState", "flashsim.sim.rollouts.LaggedSourceState",
+        "flashsim.sim.rollouts.LedgerState", "flashsim.sim.rollouts.Ledger",
+        "flashsim.sim.rollouts.SnapshotStoreState", "flashsim.sim.rollouts.Snapshot",
+        "flashsim.sim.rollouts.SimClock", "flashsim.sim.engine.TrajectoryStore",
+    ])
