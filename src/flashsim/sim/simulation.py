@@ -100,10 +100,10 @@ METRIC_KEYS = (
 
 
 class SimulatedSource(Protocol):
-    """What :class:`Simulation` asks of a rollout source of simulated trajectories (:class:`~flashsim.sim.rollouts.LaggedSource` for
-    injected lag, :class:`~flashsim.sim.events.EventLoop` for emergent lag); a new lag model is a source with
-    these members. ``publish`` is called once with θ_0, then once after each update; ``next_batch`` once before
-    each update."""
+    """What :class:`Simulation` asks of a rollout source of simulated trajectories
+    (:class:`~flashsim.sim.rollouts.LaggedSource` for injected lag, :class:`~flashsim.sim.events.EventLoop` for
+    emergent lag); a new lag model is a source with these members. ``publish`` is called once with θ_0, then
+    once after each update; ``next_batch`` once before each update."""
 
     ledger: Ledger
     """Every trajectory the source started, in exactly one state (the learner settles a batch's ids in it)."""
