@@ -151,10 +151,10 @@ def summarize(out: Path) -> dict[str, object]:
         if best is not None and tuned[arm]["status"] == "interior":
             arms[arm] = {s: json.loads(cell_path(out, arm, best, s).read_text())["metrics"]["auc"]
                          for s in VERDICT_SEEDS if cell_path(out, arm, best, s).exists()}
-    comparison = None
+    comparison, seeds = None, []
     if len(arms) == 2:
         seeds = sorted(set(arms["flash"]) & set(arms["grpo"]))
-        if len(seeds) >= 2:
+        if len(seeds) == len(VERDICT_SEEDS):  # a partial verdict run is reported as not done, never judged
             v = paired_verdict([arms["flash"][s] for s in seeds], [arms["grpo"][s] for s in seeds], "greater",
                                SMALLEST_EFFECTS["auc"])
             comparison = {"seeds": len(seeds), "difference": v.difference.to_dict(), "verdict": v.verdict,
@@ -163,7 +163,8 @@ def summarize(out: Path) -> dict[str, object]:
     at_edge = sorted(arm for arm, t in tuned.items() if t["status"] == "at edge")
     return jsonable({"tuned": {"at_edge": at_edge, "status": {a: t["status"] for a, t in tuned.items()},
                                "best": {a: t["best_rate"] for a, t in tuned.items()}},
-                     "grid": tuned, "comparison": comparison, "verdict_seeds": list(VERDICT_SEEDS)})
+                     "grid": tuned, "comparison": comparison, "verdict_seeds": list(VERDICT_SEEDS),
+                     "verdict_seeds_done": len(seeds)})
 
 
 def main(argv: Sequence[str] | None = None) -> None:

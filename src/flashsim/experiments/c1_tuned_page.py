@@ -147,8 +147,9 @@ def transformer_section(t: dict | None) -> list[str]:
     if c is None:
         lines += ["", "The verdict run is **not done**: " + (
             "an arm's best is still at the edge of its grid (" + ", ".join(t["tuned"]["at_edge"]) + ")."
-            if t["tuned"]["at_edge"] else "the pilot or the verdict seeds did not finish in the budget (the measured "
-            "cost of a cell: [design.md](design.md), step 10)."), ""]
+            if t["tuned"]["at_edge"] else f"{t.get('verdict_seeds_done', 0)} of the {len(t['verdict_seeds'])} "
+            "verdict seeds ran for both arms before the budget ended (the measured cost of a cell: "
+            "[design.md](design.md), step 10); no verdict is read on a partial run."), ""]
         return lines
     d, f, g = c["difference"], c["flash"], c["grpo"]
     lines += ["", f"At their chosen rates on {c['seeds']} fresh seeds (410–419), FlashREINFORCE's auc is "
