@@ -20,7 +20,7 @@ from flashsim.losses import (
     group_normalized,
     grpo_loss,
 )
-from flashsim.validation import inert_options
+from flashsim.losses.registry import inert_options
 
 OWN_ESTIMATOR = {flash_reinforce_loss: batch_centered, grpo_loss: group_normalized}
 """The advantage each loss computes itself from ``rewards`` (rows with another estimator pass ``advantages=``)."""
