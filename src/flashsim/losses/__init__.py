@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # what type checkers and the API pages read; at run time __ge
     from flashsim.losses.entropy_filter import negative_token_filter
     from flashsim.losses.grpo import grpo_loss
     from flashsim.losses.loss import flash_reinforce_loss
-    from flashsim.losses.registry import LOSSES, LossSpec, check_loss_options, get_loss
+    from flashsim.losses.registry import LOSSES, LossSpec, check_loss_options, get_loss, inert_options
     from flashsim.losses.tokens import (
         aggregate,
         batch_centered,
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # what type checkers and the API pages read; at run time __ge
 __all__ = [
     "AGGREGATIONS", "DEFAULT_DELTA", "GATES", "LOSSES", "LossSpec", "aggregate", "batch_centered", "bernoulli_kl",
     "check_loss_options", "effective_sample_size", "flash_reinforce_loss", "get_loss", "group_centered",
-    "group_normalized", "grpo_loss", "leave_one_out", "log_importance_ratio", "negative_token_filter",
+    "group_normalized", "grpo_loss", "inert_options", "leave_one_out", "log_importance_ratio", "negative_token_filter",
     "positive_only", "sampled_action_kl", "sequence_mean", "token_weights",
 ]
 
