@@ -64,10 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     try:
-        flags = flag_assignments(args, args.config_paths)
-        if args.delta is not None:
-            flags.append(("loss_options.delta", args.delta, True))
-        config = load(SweepConfig, args.config, args.set, flags)
+        config = sweep_config(args)
         args.out.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         rows = measure_sweep(config, progress=None if args.quiet else _progress)
@@ -85,6 +82,15 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(rows))
     print(f"{len(rows)} measurements in {elapsed:.1f} s; CSV and plots in {args.out}")
     return 0
+
+
+def sweep_config(args: argparse.Namespace) -> SweepConfig:
+    """The sweep's config: defaults, then ``--config``, ``--set`` and the flags (``--delta`` sets
+    ``loss_options.delta``), as :func:`flashsim.config.load` applies them."""
+    flags = flag_assignments(args, args.config_paths)
+    if args.delta is not None:
+        flags.append(("loss_options.delta", args.delta, True))
+    return load(SweepConfig, args.config, args.set, flags)
 
 
 def _progress(done: int, total: int, row: dict) -> None:
