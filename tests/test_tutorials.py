@@ -42,7 +42,7 @@ FENCE = re.compile(r"```.*?```", re.DOTALL)  # shell commands, not claims
 # the README states with its command, not a result of a run.
 TIMING = re.compile(r"\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)?\s?(?:s|min)\b|load(?: average)?\s*(?:≈|of)?\s*\d+(?:\.\d+)?")
 # "`flash_reinforce_loss` (`src/flashsim/losses/loss.py`, line 27)": a notebook's pointer to the source it teaches.
-SOURCE_REFERENCE = re.compile(r"`(\w+)` \(`((?:src|scale)/[\w/]+\.py)`, line (\d+)\)")
+SOURCE_REFERENCE = re.compile(r"`(\w+)`\s+\(`((?:src|scale)/[\w/]+\.py)`,\s+line\s+(\d+)\)")
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # not tab, newline or carriage return
 
 
