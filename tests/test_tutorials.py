@@ -292,3 +292,23 @@ def test_the_tutorials_readme_states_no_typed_result():
     assert not missing, (
         f"tutorials/README.md states numbers that are neither timings nor in a committed summary: {missing}; "
         f"a run's result belongs in the notebook, printed by the cell that ran it")
+
+
+def unguarded_docs_reads(cells: list[dict]) -> list[int]:
+    """Code cells that read the committed results under ``DOCS`` without checking that they exist (a wheel has none).
+
+    The cell that defines ``DOCS`` also defines the check (``HAVE_DOCS``) and its message (``NO_DOCS``); every other
+    cell that names ``DOCS`` must test one of them.
+    """
+    return [index for index, cell in enumerate(cells) if cell["cell_type"] == "code"
+            and re.search(r"\bDOCS\b", _source(cell)) and not re.search(r"\b(HAVE_DOCS|NO_DOCS)\b", _source(cell))]
+
+
+def test_tutorial_04_reads_committed_results_only_where_they_exist():
+    path = TUTORIALS / "04_does_the_paper_hold.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    assert "HAVE_DOCS = " in _source(cells[1]), "the first code cell must define HAVE_DOCS next to DOCS"
+    unguarded = unguarded_docs_reads(cells)
+    assert not unguarded, (
+        f"{path.name}: code cells {unguarded} read DOCS without checking HAVE_DOCS; from an installed package "
+        f"they would crash instead of saying what they need")
