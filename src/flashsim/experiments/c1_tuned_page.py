@@ -142,7 +142,8 @@ def transformer_section(t: dict | None) -> list[str]:
                           f"{'' if x['eligible'] else '; x'})" if x["mean_auc"] is not None else
                           f"{x['rate']:g} → collapsed ({x['collapsed']}/{x['runs']})" for x in g["grid"])
         best = "–" if g["best_rate"] is None else f"{g['best_rate']:g}"
-        lines.append(f"| {design.ARMS[arm][0].split(' (')[0]} | {g['status']} | {best} | {cells} |")
+        label = {"flash": "FlashREINFORCE 64 × 1", "grpo": "GRPO 16 × 4, token-mean"}.get(arm, arm)
+        lines.append(f"| {label} | {g['status']} | {best} | {cells} |")
     c = t["comparison"]
     if c is None:
         lines += ["", "The verdict run is **not done**: " + (
