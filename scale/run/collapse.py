@@ -273,7 +273,7 @@ def write_collapse_section(design: ClaimDesign, out: Path | str, page: Path | st
     source, target = Path(out) / design.claim, page.parent / "results" / design.claim
     target.mkdir(parents=True, exist_ok=True)
     for name in (SUMMARY, TABLE, MEANS, PER_SEED, FISHER, seeds_figure(design.claim), f"{design.claim}_curves.png"):
-        if (source / name).exists():
+        if (source / name).exists() and (source / name).resolve() != (target / name).resolve():
             shutil.copyfile(source / name, target / name)
     summary = json.loads((source / SUMMARY).read_text())
     fisher = json.loads((source / FISHER).read_text())

@@ -241,9 +241,22 @@ FOLLOW_UP_ABOUT = (
 """The follow-up page's opening paragraphs."""
 
 
+PROBES = "probes.md"
+"""The gradient-probe table of a probed claim, kept beside its summary so that the page re-renders from docs alone."""
+
+
+def _probes(design: ClaimDesign, out: Path | str, target: Path) -> str:
+    """The probe table: from the probe cells in ``out`` (and then kept in ``target``), else the kept one."""
+    if (Path(out) / probe_design(design).claim).exists():
+        table = probe_table(design, out)
+        atomic_write_text(target / PROBES, table)
+        return table
+    return (target / PROBES).read_text() if (target / PROBES).exists() else ""
+
+
 def write_report(
     designs: list[ClaimDesign], out: Path | str, report: Path | str, *, command: str = "",
-    title: str = SIMULATION_TITLE, about: tuple[str, ...] = SIMULATION_ABOUT,
+    title: str = SIMULATION_TITLE, about: tuple[str, ...] = SIMULATION_ABOUT, family: str = "",
 ) -> Path:
     """Write the report for ``designs`` (summaries and figures already in ``out``) to ``report``.
 
@@ -264,14 +277,14 @@ the page established one) from ``<claim>.mechanism.md`` there; ``summary.md`` th
         target = assets / design.claim
         target.mkdir(parents=True, exist_ok=True)
         for name in (*figure_names(design.claim), SUMMARY, TABLE, MEANS, PER_SEED):
-            if (source / name).exists():
+            if (source / name).exists() and (source / name).resolve() != (target / name).resolve():
                 shutil.copyfile(source / name, target / name)
         discussion_path = assets / "discussion" / f"{design.claim}.md"
         discussion = discussion_path.read_text() if discussion_path.exists() else None
         mechanism_path = assets / "discussion" / f"{design.claim}.mechanism.md"
         mechanism = " ".join(mechanism_path.read_text().split()) if mechanism_path.exists() else "—"
-        probes = probe_table(design, out) if (Path(out) / probe_design(design).claim).exists() else ""
-        figures = tuple(name for name in figure_names(design.claim) if (source / name).exists())
+        probes = _probes(design, out, target)
+        figures = tuple(name for name in figure_names(design.claim) if (target / name).exists())
         sections.append(claim_section(design, summary, assets.name, discussion, probes, figures, decision))
         primary = summary["comparisons"][0]
         overview.append(f"| {design.claim} | {design.title} | {_quoted(primary)} | {summary['primary']['comparison']} "

@@ -1,0 +1,114 @@
+"""Re-render the four results pages from their committed stores: ``python -m flashsim.experiments.pages``.
+
+Each results page (the quick toy page ``docs/results.md``, the full-budget toy page, the transformer page and the
+follow-ups page) is written by :func:`~flashsim.experiments.report.write_report` from its claims' ``summary.json``
+files. Those files, the figures, ``per_seed.csv``, the probe tables (``probes.md``) and the collapse tests'
+``fisher.json`` are committed beside each page under ``results/<claim>/``, so every page can be written again
+without its run: :func:`rerender` reads the committed stores and writes the page, the generated summaries
+(:mod:`flashsim.experiments.summaries`) included, with the same numbers. Use it after changing a discussion, the
+report's code or a design's prose; a new run writes its page with ``flashsim reproduce ... --report``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from flashsim.experiments.report import FOLLOW_UP_ABOUT, FOLLOW_UP_TITLE, SIMULATION_ABOUT, SIMULATION_TITLE
+
+
+@dataclass(frozen=True)
+class Page:
+    """One results page: where it is, the family its Holm adjustment covers, how its run was made."""
+
+    family: str
+    path: str
+    claims: tuple[str, ...]
+    profile: str
+    seeds: int | None
+    command: str
+    experiments: tuple[tuple[str, str], ...] = ()
+    """The collapse tests' sections on the transformer page: (claim, the command that produced it)."""
+    warmups: str = ""
+    """The transformer run's warm-up cache, as its design recorded it (an absolute path on the page)."""
+
+
+PAGES = (
+    Page("quick", "docs/results.md", ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"), "quick", 10,
+         "flashsim reproduce all --quick --seeds 10 --out runs/quick --report docs/results.md"),
+    Page("full", "docs/full-budget/results.md", ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"), "full", 20,
+         "flashsim reproduce all --seeds 20 --out runs/full --report docs/full-budget/results.md"),
+    Page("transformer", "docs/transformer/results.md", ("C1", "C2", "C3", "C4", "C9"), "full", None,
+         "python -m scale reproduce C1 C2 C3 C4 C9 --out runs/tclaims --report docs/transformer/results.md",
+         (("C2collapse", "python -m scale reproduce C2collapse --out runs/c2collapse --report "
+                         "docs/transformer/results.md"),
+          ("C9collapse", "python -m scale reproduce C9collapse --out runs/c9collapse --report "
+                         "docs/transformer/results.md")),
+         "/work/runs/i30trans/tclaims/warmups"),
+    Page("follow-ups", "docs/follow-ups/results.md", ("C1size", "C1mech"), "full", 20,
+         "flashsim reproduce C1size C1mech --seeds 20 --out runs/followups --report docs/follow-ups/results.md"),
+)
+"""Every results page, in the order the replication summary lists them."""
+
+
+def page_of(family: str) -> Page:
+    """The :class:`Page` of ``family`` (``quick``, ``full``, ``transformer``, ``follow-ups``)."""
+    for page in PAGES:
+        if page.family == family:
+            return page
+    raise ValueError(f"family must be one of {', '.join(p.family for p in PAGES)}; got {family!r}")
+
+
+def _out_dir(command: str) -> str:
+    words = command.split()
+    return words[words.index("--out") + 1]
+
+
+def _designs(page: Page) -> list:
+    if page.family == "transformer":
+        from scale.run.claims import build_transformer_design
+
+        warmups = page.warmups or Path(_out_dir(page.command)) / "warmups"
+        return [build_transformer_design(claim, page.profile, warmups, page.seeds) for claim in page.claims]
+    from flashsim.experiments.claims import build_design
+
+    return [build_design(claim, page.profile, page.seeds) for claim in page.claims]
+
+
+def rerender(page: Page, root: Path | str = ".") -> Path:
+    """Write ``page`` under ``root`` again from the stores committed beside it (no cell is run)."""
+    from flashsim.experiments.report import write_report
+
+    path = Path(root) / page.path
+    stores = path.parent / "results"
+    if page.family == "transformer":
+        from scale.run.claims import REPORT_ABOUT, REPORT_TITLE, build_transformer_design
+        from scale.run.collapse import write_collapse_section
+
+        write_report(_designs(page), stores, path, command=page.command, title=REPORT_TITLE, about=REPORT_ABOUT,
+                     family=page.family)
+        for claim, command in page.experiments:
+            design = build_transformer_design(claim, page.profile, Path(_out_dir(command)) / "warmups")
+            write_collapse_section(design, stores, path, command)
+        return path
+    texts = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if page.family == "follow-ups" else {
+        "title": SIMULATION_TITLE, "about": SIMULATION_ABOUT}
+    return write_report(_designs(page), stores, path, command=page.command, family=page.family, **texts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m flashsim.experiments.pages [FAMILY ...]``: re-render the named pages (default: all four)."""
+    names = (sys.argv[1:] if argv is None else argv) or [page.family for page in PAGES]
+    try:
+        pages = [page_of(name) for name in names]
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for page in pages:
+        print(f"re-rendered {rerender(page)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
