@@ -11,6 +11,7 @@ report's code or a design's prose; a new run writes its page with ``flashsim rep
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,23 @@ def rerender(page: Page, root: Path | str = ".") -> Path:
     texts = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if page.family == "follow-ups" else {
         "title": SIMULATION_TITLE, "about": SIMULATION_ABOUT}
     return write_report(_designs(page), stores, path, command=page.command, family=page.family, **texts)
+
+
+def replication_text(docs: Path | str) -> str:
+    """``docs/results.md``'s opening, from every page's committed stores under ``docs``
+    (:func:`flashsim.experiments.summaries.replication_summary`)."""
+    from flashsim.experiments.summaries import load_family, replication_summary
+
+    docs, families = Path(docs), []
+    for page in PAGES:
+        stores = docs.parent / page.path.replace("results.md", "results")
+        link = str(Path(page.path).relative_to("docs"))
+        tests = {}
+        for claim, _ in page.experiments:
+            summary = load_family(stores, [claim], claim)[0]
+            tests[claim] = (json.loads((stores / claim / "fisher.json").read_text()), summary)
+        families.append((page.family, link, load_family(stores, page.claims, page.family), tests))
+    return replication_summary(families)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,16 @@ from flashsim.experiments.analysis import (
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.probes import probe_design, probe_table
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
-from flashsim.experiments.verdict import CEILING_EPSILON, holm, with_holm
+from flashsim.experiments.runner import to_json
+from flashsim.experiments.summaries import (
+    collapse_sentence,
+    decide_page,
+    finalized,
+    in_short,
+    mechanism_cell,
+    verdict_cell,
+)
+from flashsim.experiments.verdict import CEILING_EPSILON
 from flashsim.sim.config import TrainConfig
 
 DELTA = 3e-3
@@ -99,12 +108,8 @@ def _verdict_line(comparison: dict, summary: dict) -> str:
 
 
 def page_verdicts(summaries: list[dict]) -> list[dict[str, object]]:
-    """Holm across the page's confirmatory primaries: per summary, the rule's verdict, its p, the adjusted p
-    and the verdict after Holm (:func:`flashsim.experiments.verdict.with_holm`)."""
-    adjusted = holm([summary["primary"].get("p", float("nan")) for summary in summaries])
-    return [{"rule": summary["primary"]["verdict"], "p": summary["primary"].get("p", float("nan")), "p_holm": p_holm,
-             "verdict": with_holm(summary["primary"]["verdict"], p_holm)}
-            for summary, p_holm in zip(summaries, adjusted)]
+    """Holm across the page's confirmatory primaries (:func:`flashsim.experiments.summaries.decide_page`)."""
+    return decide_page(summaries)
 
 
 def verdict_text(decision: dict) -> str:
@@ -189,7 +194,9 @@ def claim_section(
         _design_block(design),
         f"**Ours (headline, {design.knob_value(design.headline).label}).** {_headline_numbers(summary)}. "
         f"**Verdict:** {verdict_text(decision)} (p = {fmt_p(decision['p'])}, Holm-adjusted over the page's "
-        f"primaries {fmt_p(decision['p_holm'])}).", "",
+        f"primaries {fmt_p(decision['p_holm'])})"
+        + (f"; {primary['size_verdict']}" if primary.get("size_verdict") else "")
+        + (f". Exploratory: {primary['exploratory_reason']}" if primary.get("exploratory_reason") else "") + ".", "",
         "Verdicts of every comparison along the knob (paired 95 % CI of arm − baseline; all but the primary "
         "comparison at the headline are exploratory):", "",
         *[_verdict_line(c, summary) for c in summary["comparisons"]], "",
@@ -254,6 +261,25 @@ def _probes(design: ClaimDesign, out: Path | str, target: Path) -> str:
     return (target / PROBES).read_text() if (target / PROBES).exists() else ""
 
 
+def _collapse_findings(assets: Path) -> str:
+    """The collapse tests' results beside the page (each its own Holm family), for the page's "In short"."""
+    lines = []
+    for fisher_path in sorted(assets.glob("*/fisher.json")):
+        claim = fisher_path.parent.name
+        summary = json.loads((fisher_path.parent / SUMMARY).read_text())
+        summary = finalized(summary, page_verdicts([summary])[0], claim, 1)
+        lines.append(f"- {collapse_sentence(claim, json.loads(fisher_path.read_text()), summary)}")
+    return "\n".join(["", "The pre-registered collapse tests, each its own family (sections at the end of the page):",
+                      "", *lines]) + "\n" if lines else ""
+
+
+def _findings(report: Path) -> str:
+    """The replication summary that opens the quick page, from every page's committed stores beside ``report``."""
+    from flashsim.experiments.pages import replication_text  # pages names the report's functions
+
+    return replication_text(report.parent)
+
+
 def write_report(
     designs: list[ClaimDesign], out: Path | str, report: Path | str, *, command: str = "",
     title: str = SIMULATION_TITLE, about: tuple[str, ...] = SIMULATION_ABOUT, family: str = "",
@@ -270,34 +296,35 @@ the page established one) from ``<claim>.mechanism.md`` there; ``summary.md`` th
     assets = report.parent / "results"
     sections = []
     overview = ["| claim | what | quoted (source) | primary comparison | ours (headline) | p (Holm) | verdict "
-                "| mechanism, where the page established one |", "|---|---|---|---|---|---|---|---|"]
+                "| mechanism (exploratory comparisons at the headline) |", "|---|---|---|---|---|---|---|---|"]
     summaries = [json.loads((Path(out) / design.claim / SUMMARY).read_text()) for design in designs]
-    for design, summary, decision in zip(designs, summaries, page_verdicts(summaries)):
+    decisions = page_verdicts(summaries)
+    summaries = [finalized(summary, decision, family, len(summaries)) for summary, decision in zip(summaries, decisions)]
+    for design, summary, decision in zip(designs, summaries, decisions):
         source = Path(out) / design.claim
         target = assets / design.claim
         target.mkdir(parents=True, exist_ok=True)
-        for name in (*figure_names(design.claim), SUMMARY, TABLE, MEANS, PER_SEED):
+        for name in (*figure_names(design.claim), TABLE, MEANS, PER_SEED):
             if (source / name).exists() and (source / name).resolve() != (target / name).resolve():
                 shutil.copyfile(source / name, target / name)
+        atomic_write_text(target / SUMMARY, to_json(summary))
         discussion_path = assets / "discussion" / f"{design.claim}.md"
         discussion = discussion_path.read_text() if discussion_path.exists() else None
-        mechanism_path = assets / "discussion" / f"{design.claim}.mechanism.md"
-        mechanism = " ".join(mechanism_path.read_text().split()) if mechanism_path.exists() else "—"
         probes = _probes(design, out, target)
         figures = tuple(name for name in figure_names(design.claim) if (target / name).exists())
         sections.append(claim_section(design, summary, assets.name, discussion, probes, figures, decision))
         primary = summary["comparisons"][0]
         overview.append(f"| {design.claim} | {design.title} | {_quoted(primary)} | {summary['primary']['comparison']} "
                         f"| {_headline_numbers(summary)} | {fmt_p(decision['p'])} ({fmt_p(decision['p_holm'])}) "
-                        f"| {verdict_text(decision)} | {mechanism} |")
+                        f"| {verdict_cell(summary)} | {mechanism_cell(summary)} |")
     profiles = sorted({design.profile for design in designs})
     seeds = sorted({len(design.seeds) for design in designs})
-    findings = assets / "discussion" / "summary.md"
+    findings = _findings(report) if family == "quick" else ""
     header = [
         f"# {title}", "",
         "<!-- Generated by flashsim.experiments.report.write_report; edit the designs or "
         "results/discussion/*.md beside this page, not this file. -->", "",
-        *([findings.read_text().strip(), ""] if findings.exists() else []),
+        *([findings.strip(), ""] if findings else []),
         f"Produced by `{command}` (profile{'s' if len(profiles) > 1 else ''} {', '.join(profiles)}; "
         f"{'/'.join(map(str, seeds))} seeds per cell)." if command else
         f"Profile {', '.join(profiles)}; {'/'.join(map(str, seeds))} seeds.", "",
@@ -306,6 +333,7 @@ the page established one) from ``<claim>.mechanism.md`` there; ``summary.md`` th
         "In the tables, *factor* is the favoured arm's mean over the baseline's (the baseline's over the arm's for a "
         "`<` comparison: a speed-up for C7, GRPO's rollouts over FlashREINFORCE's for C1's rollouts-to-threshold, to "
         "set beside the article's 2×); — where a mean is 0.", "",
+        in_short(summaries, family) + _collapse_findings(assets),
     ]
     intro = assets / "discussion" / "intro.md"
     if intro.exists():

@@ -8,7 +8,7 @@ global state, no ``.item()``. The simulator and ``scale/`` train through these f
   the aggregation modes it is made of;
 - :mod:`~flashsim.losses.grpo` — :func:`grpo_loss`, GRPO's clipped surrogate;
 - :mod:`~flashsim.losses.advantages` — the other advantage estimators (none, GRPO's, Dr. GRPO's, RLOO's);
-- :mod:`~flashsim.losses.entropy_filter` — the appendix's negative-token entropy filter (an ablation);
+- :mod:`~flashsim.losses.entropy_filter` — the negative-token entropy filter (an ablation after verl's ``neg_topq``);
 - :mod:`~flashsim.losses.registry` — every algorithm and ablation by name (:data:`LOSSES`), one row of data each,
   and :func:`check_loss_options`, the one check of a row's options (each loss's option checks are in
   :mod:`flashsim.validation`, beside every other argument check).
