@@ -117,6 +117,18 @@ def verdict_word_problems(root: Path | str) -> list[str]:
     return problems
 
 
+ALIASES = {"[C1 at the claimed size]": "[C1size]", "C1 at the claimed size": "C1size"}
+"""Names of the follow-up designs as the pages write them."""
+
+
+def _clause(text: str, at: int) -> str:
+    """The clause of ``text`` around position ``at`` (between ; , : — and ' and ')."""
+    bounds = [0, *[m.end() for m in re.finditer(r"[;,:—]| and ", text)], len(text)]
+    start = max(b for b in bounds if b <= at)
+    stop = min(b for b in bounds if b > at)
+    return text[start:stop]
+
+
 def _sentence_problem(sentence: str, home: str | None, default: str | None, verdicts: dict) -> str:
     lower = sentence.lower()
     if "exploratory" in lower or any(mark in lower for mark in (*HISTORY, *HYPOTHETICAL)):
@@ -125,20 +137,23 @@ def _sentence_problem(sentence: str, home: str | None, default: str | None, verd
         return ""  # the rule's definition, listing the outcomes
     used, rest = [], lower
     for word, allowed in VERDICT_WORDS:
-        if re.search(rf"\b{re.escape(word)}\b", rest):
-            used.append((word, allowed))
-            rest = re.sub(rf"\b{re.escape(word)}\b", " ", rest)
+        for match in re.finditer(rf"\b{re.escape(word)}\b", rest):
+            used.append((word, allowed, _clause(rest, match.start())))
+        rest = re.sub(rf"\b{re.escape(word)}\b", lambda m: "_" * len(m.group()), rest)
     if not used:
         return ""
+    for alias, claim in ALIASES.items():
+        sentence = sentence.replace(alias, claim)
     claims = list(dict.fromkeys(CLAIM.findall(sentence))) or ([default] if default else [])
     if not claims:
         if home is None and not any(word in lower for word in RESULT_CONTEXT):
             return ""
         return f"verdict word {used[0][0]!r} of no named pre-registered primary (say 'exploratory' or name the claim)"
     named = [family for family, words in FAMILY_WORDS.items() if any(w in lower for w in words)]
-    families = named or ([home] if home else list(verdicts))
-    before_holm = "before holm" in lower
-    for word, allowed in used:
+    before_holm = "before holm" in lower or "rule's outcome" in lower
+    for word, allowed, clause in used:
+        here = [family for family, words in FAMILY_WORDS.items() if any(w in clause for w in words)]
+        families = here or named or ([home] if home else list(verdicts))
         found = set()
         for claim in claims:
             where = [f for f in families if claim in verdicts.get(f, {})] or [
