@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from flashsim.experiments.pages import PAGES
-from flashsim.experiments.summaries import load_family
+from flashsim.experiments.summaries import finalized_collapse, load_family
 
 DECIDED = {"supported", "not supported", "negligible", "smaller than claimed"}
 UNDECIDED = {"inconclusive", "no difference shown"}
@@ -56,11 +56,8 @@ def committed_verdicts(root: Path) -> dict[str, dict[str, tuple[str, str]]]:
             if not (stores / claim / "fisher.json").exists():
                 continue
             fisher = json.loads((stores / claim / "fisher.json").read_text())
-            decisions = {row["decision"] for test in fisher["tests"].values() if test["confirmatory"]
-                         for row in test["by_knob"].values()}
-            summary = load_family(stores, [claim], claim)[0]["primary"]
-            verdict = (decisions.pop() if len(decisions) == 1 else "mixed") if decisions else summary["verdict"]
-            family[claim] = (verdict, verdict)
+            primary = finalized_collapse(json.loads((stores / claim / "summary.json").read_text()), fisher)["primary"]
+            family[claim] = (primary["verdict"], primary["rule_verdict"] if "fisher" not in primary else primary["verdict"])
     return verdicts
 
 

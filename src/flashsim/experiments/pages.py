@@ -101,7 +101,7 @@ def rerender(page: Page, root: Path | str = ".") -> Path:
 def replication_text(docs: Path | str) -> str:
     """``docs/results.md``'s opening, from every page's committed stores under ``docs``
     (:func:`flashsim.experiments.summaries.replication_summary`)."""
-    from flashsim.experiments.summaries import load_family, replication_summary
+    from flashsim.experiments.summaries import finalized_collapse, load_family, replication_summary
 
     docs, families = Path(docs), []
     for page in PAGES:
@@ -109,8 +109,8 @@ def replication_text(docs: Path | str) -> str:
         link = str(Path(page.path).relative_to("docs"))
         tests = {}
         for claim, _ in page.experiments:
-            summary = load_family(stores, [claim], claim)[0]
-            tests[claim] = (json.loads((stores / claim / "fisher.json").read_text()), summary)
+            fisher = json.loads((stores / claim / "fisher.json").read_text())
+            tests[claim] = (fisher, finalized_collapse(json.loads((stores / claim / "summary.json").read_text()), fisher))
         families.append((page.family, link, load_family(stores, page.claims, page.family), tests))
     return replication_summary(families)
 

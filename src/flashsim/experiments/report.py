@@ -37,6 +37,7 @@ from flashsim.experiments.summaries import (
     collapse_sentence,
     decide_page,
     finalized,
+    finalized_collapse,
     in_short,
     mechanism_cell,
     verdict_cell,
@@ -266,9 +267,9 @@ def _collapse_findings(assets: Path) -> str:
     lines = []
     for fisher_path in sorted(assets.glob("*/fisher.json")):
         claim = fisher_path.parent.name
-        summary = json.loads((fisher_path.parent / SUMMARY).read_text())
-        summary = finalized(summary, page_verdicts([summary])[0], claim, 1)
-        lines.append(f"- {collapse_sentence(claim, json.loads(fisher_path.read_text()), summary)}")
+        fisher = json.loads(fisher_path.read_text())
+        summary = finalized_collapse(json.loads((fisher_path.parent / SUMMARY).read_text()), fisher)
+        lines.append(f"- {collapse_sentence(claim, fisher, summary)}")
     return "\n".join(["", "The pre-registered collapse tests, each its own family (sections at the end of the page):",
                       "", *lines]) + "\n" if lines else ""
 

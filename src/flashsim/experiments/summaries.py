@@ -227,6 +227,22 @@ def _zero_counts(fisher: Mapping, arms: Mapping[str, str], labels: Mapping[str, 
     return "; ".join(parts)
 
 
+def finalized_collapse(summary: Mapping, fisher: Mapping) -> dict:
+    """A collapse test's summary with its final verdict: where Fisher's test is the primary (a confirmatory arm in
+    ``fisher``), its decisions per setting, their Holm p (over the settings) and one verdict; else the paired primary
+    alone in its own family (:func:`finalized`)."""
+    rows = {knob: row for test in fisher["tests"].values() if test["confirmatory"] for knob, row in test["by_knob"].items()}
+    if not rows:
+        return finalized(summary, decide_page([summary])[0], summary["claim"], 1)
+    out = copy.deepcopy(dict(summary))
+    decisions = sorted({row["decision"] for row in rows.values()})
+    out["primary"].update({
+        "rule_verdict": rule_verdict(out["primary"]), "fisher": rows, "p_holm": min(r["p_holm"] for r in rows.values()),
+        "verdict": decisions[0] if len(decisions) == 1 else "; ".join(decisions),
+        "holm_family": f"Fisher's test over {len(rows)} settings of {summary['claim']} alone", "size_verdict": ""})
+    return out
+
+
 def load_family(stores: Path, claims: Sequence[str], family: str) -> list[dict]:
     """The family's committed summaries, each :func:`finalized` (Holm over ``claims``)."""
     summaries = [json.loads((stores / claim / "summary.json").read_text()) for claim in claims]
