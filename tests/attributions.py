@@ -38,23 +38,28 @@ def seed_text(seeds: Path | None = SEEDS) -> str:
 def attribution_problems(root: Path | str, seeds: Path | None = SEEDS) -> list[str]:
     """``path: «sentence» — why`` for every attributing sentence without the article's words or number."""
     article = seed_text(seeds)
+    return [problem for path, text in hand_written_texts(Path(root)).items()
+            for problem in text_attribution_problems(path, text, article)]
+
+
+def text_attribution_problems(path: str, text: str, article: str) -> list[str]:
+    """The attribution problems of one page's ``text`` against the article's normalized text."""
     numbers = set(NUMBER.findall(article))
     problems = []
-    for path, text in hand_written_texts(Path(root)).items():
-        for sentence in sentences(text):
-            if not ATTRIBUTION.search(sentence):
-                continue
-            quotes = [a or b for a, b in QUOTED.findall(sentence)]
-            missing = [q for q in quotes if normalize(q) not in article]
-            if missing:
-                problems.append(f"{path}: «{sentence}» — not in the article: {missing}")
-            elif any(mark in sentence.lower() for mark in OWN_CHOICE):
-                continue
-            elif not quotes and not any(n in numbers for n in NUMBER.findall(sentence)):
-                problems.append(f"{path}: «{sentence}» — attributed with neither the article's words nor its numbers")
-            elif [n for n in NUMBER.findall(_attributed_part(sentence)) if n not in numbers]:
-                problems.append(f"{path}: «{sentence}» — numbers the article does not give: "
-                                f"{[n for n in NUMBER.findall(_attributed_part(sentence)) if n not in numbers]}")
+    for sentence in sentences(text):
+        if not ATTRIBUTION.search(sentence):
+            continue
+        quotes = [a or b for a, b in QUOTED.findall(sentence)]
+        missing = [q for q in quotes if normalize(q) not in article]
+        unknown = [n for n in NUMBER.findall(_attributed_part(sentence)) if n not in numbers]
+        if missing:
+            problems.append(f"{path}: «{sentence}» — not in the article: {missing}")
+        elif any(mark in sentence.lower() for mark in OWN_CHOICE):
+            continue
+        elif not quotes and not any(n in numbers for n in NUMBER.findall(sentence)):
+            problems.append(f"{path}: «{sentence}» — attributed with neither the article's words nor its numbers")
+        elif unknown:
+            problems.append(f"{path}: «{sentence}» — numbers the article does not give: {unknown}")
     return problems
 
 

@@ -31,7 +31,8 @@ VERDICT_WORDS = (
 universal that no test decided), so only in a sentence that says "exploratory"."""
 
 CLAIM = re.compile(r"\b(C[1-9](?:collapse|size|mech)?)\b")
-FAMILY_WORDS = {"quick": ("quick", "the toys", "toy page"), "full": ("full budget", "full-budget", "the toys", "toy page"),
+FAMILY_WORDS = {"quick": ("quick", "the toys", "toy page"),
+                "full": ("full budget", "full-budget", "the toys", "toy page"),
                 "transformer": ("transformer",), "follow-ups": ("follow-up", "at the claimed size")}
 RESULT_CONTEXT = ("grpo", "flashreinforce", "gate", "positive-only", "signed", "sample-mean", "token-mean", "tool",
                   "lag", "verdict", "rollouts", "toys", "transformer", "the paper", "the article", "replication")
@@ -57,7 +58,8 @@ def committed_verdicts(root: Path) -> dict[str, dict[str, tuple[str, str]]]:
                 continue
             fisher = json.loads((stores / claim / "fisher.json").read_text())
             primary = finalized_collapse(json.loads((stores / claim / "summary.json").read_text()), fisher)["primary"]
-            family[claim] = (primary["verdict"], primary["rule_verdict"] if "fisher" not in primary else primary["verdict"])
+            before = primary["verdict"] if "fisher" in primary else primary["rule_verdict"]
+            family[claim] = (primary["verdict"], before)
     return verdicts
 
 
@@ -103,14 +105,19 @@ def verdict_word_problems(root: Path | str) -> list[str]:
     """``path: «sentence» — why`` for every sentence that uses a verdict word wrongly (see the module)."""
     root = Path(root)
     verdicts = committed_verdicts(root)
+    return [problem for path, text in hand_written_texts(root).items()
+            for problem in text_problems(path, text, verdicts)]
+
+
+def text_problems(path: str, text: str, verdicts: dict) -> list[str]:
+    """The problems of one page's ``text`` at ``path`` (relative to the checkout) against ``verdicts``."""
+    home = page_family(path)
+    default = Path(path).stem if home and CLAIM.fullmatch(Path(path).stem) else None
     problems = []
-    for path, text in hand_written_texts(root).items():
-        home = page_family(path)
-        default = Path(path).stem if home and CLAIM.fullmatch(Path(path).stem) else None
-        for sentence in sentences(text):
-            why = _sentence_problem(sentence, home, default, verdicts)
-            if why:
-                problems.append(f"{path}: «{sentence}» — {why}")
+    for sentence in sentences(text):
+        why = _sentence_problem(sentence, home, default, verdicts)
+        if why:
+            problems.append(f"{path}: «{sentence}» — {why}")
     return problems
 
 

@@ -231,7 +231,8 @@ def markdown_tables(summary: dict) -> str:
             elif "rule_verdict" not in result:
                 verdict = f"**{result['verdict']}** (confirmatory, before Holm across the page)"
             else:
-                before = f"; {result['rule_verdict']} before Holm" if result["rule_verdict"] != result["verdict"] else ""
+                rule = result["rule_verdict"]
+                before = f"; {rule} before Holm" if rule != result["verdict"] else ""
                 verdict = f"**{result['verdict']}** (confirmatory, after Holm across the page{before})"
             lines.append(f"| {_describe(comparison)} | {labels[knob]}{mark} | {fmt_interval(result['difference'])} "
                          f"| ±{fmt(result['effect'], 3)} | {pairs_text(result)} | {factor_text(result)} "

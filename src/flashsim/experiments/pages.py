@@ -110,7 +110,8 @@ def replication_text(docs: Path | str) -> str:
         tests = {}
         for claim, _ in page.experiments:
             fisher = json.loads((stores / claim / "fisher.json").read_text())
-            tests[claim] = (fisher, finalized_collapse(json.loads((stores / claim / "summary.json").read_text()), fisher))
+            summary = json.loads((stores / claim / "summary.json").read_text())
+            tests[claim] = (fisher, finalized_collapse(summary, fisher))
         families.append((page.family, link, load_family(stores, page.claims, page.family), tests))
     return replication_summary(families)
 

@@ -300,7 +300,8 @@ the page established one) from ``<claim>.mechanism.md`` there; ``summary.md`` th
                 "| mechanism (exploratory comparisons at the headline) |", "|---|---|---|---|---|---|---|---|"]
     summaries = [json.loads((Path(out) / design.claim / SUMMARY).read_text()) for design in designs]
     decisions = page_verdicts(summaries)
-    summaries = [finalized(summary, decision, family, len(summaries)) for summary, decision in zip(summaries, decisions)]
+    summaries = [finalized(summary, decision, family, len(summaries))
+                 for summary, decision in zip(summaries, decisions)]
     for design, summary, decision in zip(designs, summaries, decisions):
         source = Path(out) / design.claim
         target = assets / design.claim

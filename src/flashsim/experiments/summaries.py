@@ -212,7 +212,8 @@ def collapse_sentence(claim: str, fisher: Mapping, summary: Mapping) -> str:
                 f"{row['baseline_collapsed']}/{row['baseline_runs']}, Fisher p {fmt_p(row['p'])}, Holm p over the "
                 f"settings {fmt_p(row['p_holm'])}: {row['decision']}")
     if parts:
-        return f"**{claim}** (pre-registered; Fisher's test of `{fisher['indicator']}` is its primary): {'; '.join(parts)}."
+        return (f"**{claim}** (pre-registered; Fisher's test of `{fisher['indicator']}` is its primary): "
+                f"{'; '.join(parts)}.")
     return (f"**{claim}** (pre-registered) — `{fisher['indicator']}`, secondary: {_zero_counts(fisher, arms, labels)}; "
             f"its primary: {claim_sentence(summary)}")
 
@@ -231,7 +232,8 @@ def finalized_collapse(summary: Mapping, fisher: Mapping) -> dict:
     """A collapse test's summary with its final verdict: where Fisher's test is the primary (a confirmatory arm in
     ``fisher``), its decisions per setting, their Holm p (over the settings) and one verdict; else the paired primary
     alone in its own family (:func:`finalized`)."""
-    rows = {knob: row for test in fisher["tests"].values() if test["confirmatory"] for knob, row in test["by_knob"].items()}
+    rows = {knob: row for test in fisher["tests"].values() if test["confirmatory"]
+            for knob, row in test["by_knob"].items()}
     if not rows:
         return finalized(summary, decide_page([summary])[0], summary["claim"], 1)
     out = copy.deepcopy(dict(summary))
@@ -271,7 +273,8 @@ def replication_summary(families: Sequence[tuple[str, str, Sequence[Mapping], Ma
             base = summary["claim"][:2]
             by_claim.setdefault(base, []).append(f"[{family}]({link}): {claim_sentence(summary)}")
         for claim, (fisher, summary) in tests.items():
-            by_claim.setdefault(claim[:2], []).append(f"[{family}]({link}): {collapse_sentence(claim, fisher, summary)}")
+            sentence = collapse_sentence(claim, fisher, summary)
+            by_claim.setdefault(claim[:2], []).append(f"[{family}]({link}): {sentence}")
     for claim in sorted(by_claim, key=lambda c: int(c[1:])):
         lines.append(f"- **{claim}**")
         lines += [f"    - {sentence}" for sentence in by_claim[claim]]

@@ -1,4 +1,5 @@
-"""The negative-token entropy filter (verl's ``neg_topq``; not in the article), an ablation (``negative_token_fraction``).
+"""The negative-token entropy filter (verl's ``neg_topq``; not in the article), an ablation
+(``negative_token_fraction``).
 
 Only :func:`~flashsim.losses.flash_reinforce_loss` with ``negative_token_fraction < 1`` (the registry's
 ``entropy_filter`` row) calls it; the paper's path never does.
