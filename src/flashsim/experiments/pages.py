@@ -106,6 +106,8 @@ def replication_text(docs: Path | str) -> str:
     docs, families = Path(docs), []
     for page in PAGES:
         stores = docs.parent / page.path.replace("results.md", "results")
+        if not all((stores / claim / "summary.json").exists() for claim in page.claims):
+            continue  # a page not run beside this one (a test's or a partial run's report)
         link = str(Path(page.path).relative_to("docs"))
         tests = {}
         for claim, _ in page.experiments:
