@@ -72,7 +72,7 @@ def _designs(page: Page) -> list:
 
         warmups = page.warmups or Path(_out_dir(page.command)) / "warmups"
         return [build_transformer_design(claim, page.profile, warmups, page.seeds) for claim in page.claims]
-    from flashsim.experiments.claims import build_design
+    from flashsim.experiments.registry import build_design
 
     return [build_design(claim, page.profile, page.seeds) for claim in page.claims]
 
@@ -84,7 +84,8 @@ def rerender(page: Page, root: Path | str = ".") -> Path:
     path = Path(root) / page.path
     stores = path.parent / "results"
     if page.family == "transformer":
-        from scale.run.claims import REPORT_ABOUT, REPORT_TITLE, build_transformer_design
+        from scale.run.claim_report import REPORT_ABOUT, REPORT_TITLE
+        from scale.run.claims import build_transformer_design
         from scale.run.collapse import write_collapse_section
 
         write_report(_designs(page), stores, path, command=page.command, title=REPORT_TITLE, about=REPORT_ABOUT,
