@@ -54,13 +54,15 @@ def test_a_toy_page_rerenders_from_its_committed_stores_byte_for_byte(family, tm
     page = page_of(family)
     rerender(page, root)
     assert (root / page.path).read_text() == (ROOT / page.path).read_text(), \
-        f"{page.path} differs from its stores: run python -m flashsim.experiments.pages"
+        f"{page.path} differs from its stores: run python -m scale.run.pages"
 
 
 def test_the_transformer_page_rerenders_from_its_committed_stores_byte_for_byte(tmp_path):
     root = _copy_checkout(tmp_path)
+    from scale.run.pages import rerender_transformer
+
     page = page_of("transformer")
-    rerender(page, root)
+    rerender_transformer(page, root)
     assert (root / page.path).read_text() == (ROOT / page.path).read_text()
 
 

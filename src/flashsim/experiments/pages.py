@@ -1,4 +1,4 @@
-"""Re-render the four results pages from their committed stores: ``python -m flashsim.experiments.pages``.
+"""Re-render the results pages from their committed stores: ``python -m scale.run.pages`` (all four).
 
 Each results page (the quick toy page ``docs/results.md``, the full-budget toy page, the transformer page and the
 follow-ups page) is written by :func:`~flashsim.experiments.report.write_report` from its claims' ``summary.json``
@@ -7,6 +7,7 @@ files. Those files, the figures, ``per_seed.csv``, the probe tables (``probes.md
 without its run: :func:`rerender` reads the committed stores and writes the page, the generated summaries
 (:mod:`flashsim.experiments.summaries`) included, with the same numbers. Use it after changing a discussion, the
 report's code or a design's prose; a new run writes its page with ``flashsim reproduce ... --report``.
+``python -m flashsim.experiments.pages`` re-renders the three simulator pages alone (without scale's extras).
 """
 
 from __future__ import annotations
@@ -61,42 +62,25 @@ def page_of(family: str) -> Page:
     raise ValueError(f"family must be one of {', '.join(p.family for p in PAGES)}; got {family!r}")
 
 
-def _out_dir(command: str) -> str:
+def out_dir(command: str) -> str:
+    """The ``--out`` folder of a page's command (where its run kept its cells and warm-ups)."""
     words = command.split()
     return words[words.index("--out") + 1]
 
 
-def _designs(page: Page) -> list:
-    if page.family == "transformer":
-        from scale.run.claims import build_transformer_design
-
-        warmups = page.warmups or Path(_out_dir(page.command)) / "warmups"
-        return [build_transformer_design(claim, page.profile, warmups, page.seeds) for claim in page.claims]
-    from flashsim.experiments.registry import build_design
-
-    return [build_design(claim, page.profile, page.seeds) for claim in page.claims]
-
-
 def rerender(page: Page, root: Path | str = ".") -> Path:
-    """Write ``page`` under ``root`` again from the stores committed beside it (no cell is run)."""
+    """Write a simulator page under ``root`` again from the stores committed beside it (no cell is run); the
+    transformer page is :mod:`scale`'s (``python -m scale.run.pages`` re-renders it with the others)."""
+    from flashsim.experiments.registry import build_design
     from flashsim.experiments.report import write_report
 
-    path = Path(root) / page.path
-    stores = path.parent / "results"
     if page.family == "transformer":
-        from scale.run.claim_report import REPORT_ABOUT, REPORT_TITLE
-        from scale.run.claims import build_transformer_design
-        from scale.run.collapse import write_collapse_section
-
-        write_report(_designs(page), stores, path, command=page.command, title=REPORT_TITLE, about=REPORT_ABOUT,
-                     family=page.family)
-        for claim, command in page.experiments:
-            design = build_transformer_design(claim, page.profile, Path(_out_dir(command)) / "warmups")
-            write_collapse_section(design, stores, path, command)
-        return path
+        raise ValueError("page: the transformer page is rendered by scale: python -m scale.run.pages transformer")
+    path = Path(root) / page.path
     texts = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if page.family == "follow-ups" else {
         "title": SIMULATION_TITLE, "about": SIMULATION_ABOUT}
-    return write_report(_designs(page), stores, path, command=page.command, family=page.family, **texts)
+    designs = [build_design(claim, page.profile, page.seeds) for claim in page.claims]
+    return write_report(designs, path.parent / "results", path, command=page.command, family=page.family, **texts)
 
 
 def replication_text(docs: Path | str) -> str:
@@ -120,15 +104,16 @@ def replication_text(docs: Path | str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m flashsim.experiments.pages [FAMILY ...]``: re-render the named pages (default: all four)."""
-    names = (sys.argv[1:] if argv is None else argv) or [page.family for page in PAGES]
+    """``python -m flashsim.experiments.pages [FAMILY ...]``: re-render the named simulator pages (default: the three;
+    ``python -m scale.run.pages`` re-renders all four, the transformer page included)."""
+    names = (sys.argv[1:] if argv is None else argv) or [page.family for page in PAGES if page.family != "transformer"]
     try:
         pages = [page_of(name) for name in names]
+        for page in pages:
+            print(f"re-rendered {rerender(page)}")
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    for page in pages:
-        print(f"re-rendered {rerender(page)}")
     return 0
 
 
