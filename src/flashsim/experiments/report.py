@@ -277,6 +277,17 @@ def _collapse_findings(assets: Path) -> str:
                       "", *lines]) + "\n" if lines else ""
 
 
+def _keep_assets(claim: str, source: Path, target: Path, summary: dict) -> Path:
+    """Copy a claim's figures and tables from ``source`` to ``target`` (unless they are the same folder) and write
+    its finalized ``summary.json`` there; returns ``target``."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (*figure_names(claim), TABLE, MEANS, PER_SEED):
+        if (source / name).exists() and (source / name).resolve() != (target / name).resolve():
+            shutil.copyfile(source / name, target / name)
+    atomic_write_text(target / SUMMARY, to_json(summary))
+    return target
+
+
 def _findings(report: Path) -> str:
     """The replication summary that opens the quick page, from every page's committed stores beside ``report``."""
     from flashsim.experiments.pages import replication_text  # pages names the report's functions
@@ -307,13 +318,7 @@ def write_report(
     summaries = [finalized(summary, decision, family, len(summaries))
                  for summary, decision in zip(summaries, decisions)]
     for design, summary, decision in zip(designs, summaries, decisions):
-        source = Path(out) / design.claim
-        target = assets / design.claim
-        target.mkdir(parents=True, exist_ok=True)
-        for name in (*figure_names(design.claim), TABLE, MEANS, PER_SEED):
-            if (source / name).exists() and (source / name).resolve() != (target / name).resolve():
-                shutil.copyfile(source / name, target / name)
-        atomic_write_text(target / SUMMARY, to_json(summary))
+        target = _keep_assets(design.claim, Path(out) / design.claim, assets / design.claim, summary)
         discussion_path = assets / "discussion" / f"{design.claim}.md"
         discussion = discussion_path.read_text() if discussion_path.exists() else None
         probes = _probes(design, out, target)
