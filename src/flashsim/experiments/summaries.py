@@ -44,6 +44,13 @@ EXPLORATORY_PRIMARIES: Mapping[tuple[str, str], str] = {
 """Primaries that lost their confirmatory standing, by (family, claim), with why (said on every page that quotes
 them). C5 on the full budget is confirmatory: its primary was committed before seeds 1100–1119 ran."""
 
+SIZE_NOT_TESTED: Mapping[tuple[str, str], str] = {
+    ("transformer", "C1"): "claimed size 2× not tested here (the primary is the area under the accuracy curve at a "
+                           "matched budget, which has no rollout factor)",
+}
+"""Primaries of a claim whose article quotes a size but whose measure cannot test it, by (family, claim): said in
+the size verdict's place, so that every page's row of the claim speaks to the size."""
+
 MECHANISMS: Mapping[str, tuple[tuple[str, str, str], ...]] = {
     "C4": (("auc", "positive_only_token_sum", "positive_only"), ("auc", "signed_token_sum", "positive_only_token_sum")),
     "C7": (("seconds_per_update", "flash_async", "flash_sync"),),
@@ -97,7 +104,8 @@ def finalized(summary: Mapping, decision: Mapping, family: str, size: int) -> di
     ``rule_verdict``, the Holm family, the size verdict and, for a primary that lost its standing, why."""
     out = copy.deepcopy(dict(summary))
     fields = {"rule_verdict": decision["rule"], "verdict": decision["verdict"], "p_holm": decision["p_holm"],
-              "holm_family": f"{FAMILIES.get(family, family)} ({size})", "size_verdict": size_verdict(out["primary"])}
+              "holm_family": f"{FAMILIES.get(family, family)} ({size})",
+              "size_verdict": size_verdict(out["primary"]) or SIZE_NOT_TESTED.get((family, out["claim"]), "")}
     reason = EXPLORATORY_PRIMARIES.get((family, out["claim"]))
     if reason:
         fields["exploratory_reason"] = reason
@@ -123,7 +131,8 @@ def verdict_cell(summary: Mapping) -> str:
 
 def _undecided(primary: Mapping) -> str:
     """`` (direction not decided)`` for an inconclusive primary with a size verdict: the two are separate outcomes."""
-    return " (direction not decided)" if primary["verdict"] == INCONCLUSIVE and primary.get("size_verdict") else ""
+    decides_size = primary.get("size_verdict") and "not tested" not in primary["size_verdict"]
+    return " (direction not decided)" if primary["verdict"] == INCONCLUSIVE and decides_size else ""
 
 
 def _labels(summary: Mapping) -> dict[str, str]:
