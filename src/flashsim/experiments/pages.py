@@ -7,13 +7,11 @@ files. Those files, the figures, ``per_seed.csv``, the probe tables (``probes.md
 without its run: :func:`rerender` reads the committed stores and writes the page, the generated summaries
 (:mod:`flashsim.experiments.summaries`) included, with the same numbers. Use it after changing a discussion, the
 report's code or a design's prose; a new run writes its page with ``flashsim reproduce ... --report``.
-``python -m flashsim.experiments.pages`` re-renders the three simulator pages alone (without scale's extras).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,21 +99,3 @@ def replication_text(docs: Path | str) -> str:
             tests[claim] = (fisher, finalized_collapse(summary, fisher))
         families.append((page.family, link, load_family(stores, page.claims, page.family), tests))
     return replication_summary(families)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m flashsim.experiments.pages [FAMILY ...]``: re-render the named simulator pages (default: the three;
-    ``python -m scale.run.pages`` re-renders all four, the transformer page included)."""
-    names = (sys.argv[1:] if argv is None else argv) or [page.family for page in PAGES if page.family != "transformer"]
-    try:
-        pages = [page_of(name) for name in names]
-        for page in pages:
-            print(f"re-rendered {rerender(page)}")
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
