@@ -38,7 +38,8 @@ RESULT_CONTEXT = ("grpo", "flashreinforce", "gate", "positive-only", "signed", "
                   "lag", "verdict", "rollouts", "toys", "transformer", "the paper", "the article", "replication")
 """Outside the results pages a sentence that names no claim is checked only when it speaks of these."""
 OUTCOMES = ("supported", "not supported", "negligible", "inconclusive", "smaller than claimed", "at the ceiling")
-HYPOTHETICAL = ("whether", "predict", "collapses when")
+HYPOTHETICAL = ("whether", "predict", "collapses when", "under the rule")
+"""Questions, predictions and statements of the rule itself, not of a result."""
 HISTORY = ("earlier run", "issue 19's rule", "would have been", "was *", "was **", "were *", "old page")
 """A sentence that reports a verdict of an earlier run or rule (not committed here) is history, not checked."""
 

@@ -46,12 +46,8 @@ from flashsim.experiments.summaries import (
     verdict_cell,
 )
 from flashsim.experiments.verdict import CEILING_EPSILON
+from flashsim.losses import DEFAULT_DELTA
 from flashsim.sim.config import TrainConfig
-
-DELTA = 3e-3
-"""The sequence gate's δ, the unit of the drift regimes: this project's default (``flash_reinforce_loss``). It is
-not a number of the article (which gives no δ), and the reference implementation's FlashREINFORCE quick-start
-(NVIDIA-NeMo/labs-molt, ``examples/scripts/quick_start/rl_flash_reinforce_r1d_1p5b.sh``) sets 5e-3."""
 
 RULE = (
     "**The verdict rule** (`flashsim.experiments.verdict`, whose docstring numbers the outcomes). For a comparison, "
@@ -143,7 +139,7 @@ def _drift_table(summary: dict) -> str:
         cells = []
         for arm in arms:
             mean = summary["table"][knob["name"]][arm["name"]]["sequence_kl"]["mean"]
-            cells.append("—" if mean is None else f"{fmt(mean, 4)} ({mean / DELTA:.1f} δ)")
+            cells.append("—" if mean is None else f"{fmt(mean, 4)} ({mean / DEFAULT_DELTA:.1f} δ)")
         lines.append(f"| {knob['label']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
