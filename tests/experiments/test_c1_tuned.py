@@ -143,7 +143,7 @@ def test_the_results_page_quotes_the_sentence_generated_from_the_committed_summa
 
     summary = json.loads((ROOT / "docs/c1-tuned/results/summary.json").read_text())
     sentence = results_sentence(summary)
-    assert sentence == (ROOT / "docs/c1-tuned/results/results_sentence.md").read_text().strip()
+    assert sentence == (ROOT / "docs/c1-tuned/results/results_sentence.txt").read_text().strip()
     assert sentence in (ROOT / "docs/results.md").read_text()
     assert sentence in (ROOT / "docs/results/discussion/C1.md").read_text()
     relative = sentence.replace("](c1-tuned/results.md)", "](../c1-tuned/results.md)")
