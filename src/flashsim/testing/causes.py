@@ -309,7 +309,7 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "with ε = 1e-9 a group of equal non-binary rewards divides the rounding error of its mean by a std that "
         "is 0: every member gets the same advantage, that error × 1e9 (1e-7 in float64). In float32, OpenRLHF's "
         "reward dtype, seven or more rewards of 0.7 in a batch of several prompts get +59.6 each (one ulp / 1e-9; "
-        "docs/upstream/openrlhf_group_norm_epsilon.py); a single prompt's row gets about +0.91. Use ε ≥ 1e-6 and "
+        "docs/upstream/openrlhf_group_norm_epsilon.py); a single prompt's row gets about +0.9. Use ε ≥ 1e-6 and "
         "centre exactly.", "reachable", _OPENRLHF_REWARDS),
 }
 
