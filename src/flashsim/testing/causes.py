@@ -52,8 +52,10 @@ class Cause:
 
 def locate(line: Line) -> str:
     """``file:line`` of ``line.code`` in the installed framework (``file`` alone where it is not found)."""
-    top = line.file.split("/")[0]
-    spec = importlib.util.find_spec(top)
+    try:
+        spec = importlib.util.find_spec(line.file.split("/")[0])
+    except (ImportError, ValueError):
+        return line.file
     if spec is None or not spec.submodule_search_locations:
         return line.file
     path = pathlib.Path(next(iter(spec.submodule_search_locations))).parent / line.file
