@@ -137,7 +137,7 @@ def run_rows(frameworks: Sequence[str] = tuple(FRAMEWORKS), *, max_examples: int
 
 
 @dataclass(frozen=True)
-class Cell:
+class Finding:
     """One failing (or documented) cell: the row, the result, the dtype it ran at, its recorded cause."""
 
     row: Row
@@ -155,7 +155,7 @@ class Cell:
         return f"flashsim conformance --row {shlex.quote(self.row.key)} --invariant {self.result.name}{dtype}"
 
 
-def cells(rows: Sequence[Row]) -> list[Cell]:
+def findings(rows: Sequence[Row]) -> list[Finding]:
     """Every failing or documented cell, float64 first then float32 per row."""
     found = []
     for row in rows:
@@ -163,7 +163,7 @@ def cells(rows: Sequence[Row]) -> list[Cell]:
             for result in report.results if report else ():
                 if result.status in ("FAILS", "documented"):
                     cause = cause_of(row.framework, result.name, row.variant)
-                    found.append(Cell(row, result, dtype, cause))
+                    found.append(Finding(row, result, dtype, cause))
     return found
 
 
@@ -184,7 +184,7 @@ def _summary(row: Row, report: LossReport | None) -> str:
         return "–"
     marked = [MARKS[cell.severity].format(name=f"`{cell.result.name}`") + f" {_error(cell.result.message)}"
               if cell.result.failed else MARKS["documented"].format(name=f"`{cell.result.name}`")
-              for cell in cells([Row(row.framework, row.version, row.variant, row.declared, report, key=row.key)])]
+              for cell in findings([Row(row.framework, row.version, row.variant, row.declared, report, key=row.key)])]
     held = sum(result.status == "holds" for result in report.results)
     return "; ".join([*marked, f"✓ {held} hold"]) if marked else f"✓ all {held} hold"
 
@@ -195,8 +195,8 @@ def _short_declared(declared: str) -> str:
 
 def headline(rows: Sequence[Row]) -> list[str]:
     """Causes counted by class (a cause shared by many rows counts once), then the reachable ones by name."""
-    found = cells(rows)
-    by_class: dict[str, dict[str, list[Cell]]] = {severity: {} for severity in SEVERITIES}
+    found = findings(rows)
+    by_class: dict[str, dict[str, list[Finding]]] = {severity: {} for severity in SEVERITIES}
     for cell in found:
         title = cell.cause.title if cell.cause else f"not located: {cell.row.framework} {cell.result.name}"
         by_class[cell.severity].setdefault(title, []).append(cell)
@@ -265,12 +265,12 @@ def render(rows: Sequence[Row], *, max_examples: int, command: str) -> str:
 
 def _sections(rows: Sequence[Row]) -> list[str]:
     """One section per cause (reachable first), each cell under it with its command and counterexample."""
-    found = cells(rows)
+    found = findings(rows)
     lines = ["", f"## Causes ({len(found)} cells)", ""]
     if not found:
         return [*lines, "None.", ""]
     order = {severity: index for index, severity in enumerate(SEVERITIES)}
-    titles: dict[str, list[Cell]] = {}
+    titles: dict[str, list[Finding]] = {}
     for cell in sorted(found, key=lambda c: order[c.severity]):
         titles.setdefault(cell.cause.title if cell.cause else f"not located: {cell.row.framework} "
                           f"{cell.result.name}", []).append(cell)
@@ -318,10 +318,10 @@ def show_cell(loss, invariant: str | None, *, max_examples: int, dtype: torch.dt
 
 def uncaused(rows: Sequence[Row]) -> list[str]:
     """Failures with no :data:`~flashsim.testing.causes.CAUSES` entry (a page with any is incomplete)."""
-    return [f"{cell.row.framework} {cell.row.variant} {cell.result.name} ({cell.dtype})" for cell in cells(rows)
+    return [f"{cell.row.framework} {cell.row.variant} {cell.result.name} ({cell.dtype})" for cell in findings(rows)
             if cell.cause is None]
 
 
-__all__ = ["CAUSES", "FLOAT32_INVARIANTS", "REGISTRY_ROWS", "Cell", "RegistryRow", "Row", "candidates", "cause_of",
-           "cells", "check_row", "find_row", "headline", "locate", "render", "run_rows", "seed_of", "show_cell",
+__all__ = ["CAUSES", "FLOAT32_INVARIANTS", "REGISTRY_ROWS", "Finding", "RegistryRow", "Row", "candidates", "cause_of",
+           "findings", "check_row", "find_row", "headline", "locate", "render", "run_rows", "seed_of", "show_cell",
            "uncaused"]
