@@ -156,6 +156,16 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
         "accumulation, tokens in short microbatches weigh more; TRL says so, and dapo is its global token mean.",
         "documented", Line("trl/trainer/grpo_config.py", "batch. Note that normalization is performed over the "
                            "local batch only", "TRL's documentation of loss_type='bnpo'")),
+    ("TRL", "constant_rewards", r""): Cause(
+        "TRL divides a constant group's float32 rounding noise by 0 + 1e-4",
+        Line("trl/trainer/grpo_trainer.py", "advantages = advantages / (std_rewards + 1e-4)"),
+        "in float32, TRL's reward dtype, the mean of seven or more rewards of 0.7 is one ulp off and the group's std "
+        "about as small, so every member gets the same advantage of about +0.0006 instead of 0 (ε = 1e-4 keeps it "
+        "a hundred times below verl's, 1e4 times below OpenRLHF's); in float64 it is 0. Centre exactly to remove it.",
+        "reachable", Line(
+            "trl/trainer/grpo_trainer.py",
+            "rewards_per_func[:, i] = torch.tensor(output_reward_func, dtype=torch.float32, device=device)",
+            "TRL's trainer holds the reward functions' outputs in float32")),
     ("verl", "single_rollout_groups", r""): Cause(
         "verl's GRPO estimator gives a group of one mean 0, std 1",
         Line("verl/trainer/ppo/core_algos.py", "id2mean[idx] = torch.tensor(0.0)"),
