@@ -26,7 +26,7 @@ from flashsim.testing.report import InvariantResult, LossReport
 def test_a_framework_that_is_not_installed_is_listed_as_not_run():
     rows = [Row("TRL", None, "grpo", "", None, "not run: trl is not installed")]
     page = render(rows, max_examples=5, command="flashsim conformance")
-    assert "| TRL  · grpo | not run: trl is not installed |" in page
+    assert "| TRL · grpo | not run: trl is not installed |" in page
     assert "## Not run" in page and "## Causes (0 cells)" in page
 
 

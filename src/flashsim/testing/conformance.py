@@ -246,7 +246,7 @@ def render(rows: Sequence[Row], *, max_examples: int, command: str) -> str:
         "|---|---|---|---|",
     ]
     for row in rows:
-        head = f"| {row.framework} {row.version or ''} · {row.variant} |"
+        head = f"| {' '.join(filter(None, (row.framework, row.version)))} · {row.variant} |"
         if row.report is None:
             lines.append(f"{head} {row.note} | | |")
             continue
