@@ -326,6 +326,14 @@ CAUSES: dict[tuple[str, str, str], Cause] = {
 }
 
 
+# The same flaws, seen by another invariant: a constant group's advantages (verl, float32) are what
+# batch_advantages compares; OpenRLHF's ε = 1e-9 also amplifies the rounding of a shifted reward, and its
+# float32 constant groups show in batch_advantages too.
+CAUSES[("verl", "batch_advantages", r"")] = CAUSES[("verl", "constant_rewards", r"")]
+for _invariant in ("advantage_baseline", "batch_advantages"):
+    CAUSES[("OpenRLHF", _invariant, r"^group_norm")] = CAUSES[("OpenRLHF", "constant_rewards", r"^group_norm")]
+
+
 def cause_of(framework: str, invariant: str, variant: str) -> Cause | None:
     """The recorded cause of ``framework``'s row ``variant`` failing ``invariant`` (None: not recorded)."""
     for (name, check, pattern), cause in CAUSES.items():
