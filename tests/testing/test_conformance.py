@@ -67,8 +67,9 @@ def test_each_failure_carries_its_class_and_the_command_that_reruns_it_and_the_h
     page = render(rows, max_examples=3, command="flashsim conformance")
     assert "**2 causes**: **1 reachable**, 1 outside the pipeline, 0 documented (4 cells of 2 rows" in page
     assert "**✗ `shards`** (reachable) 0.5; ✗ `padding` *(outside the pipeline)* non-finite; ✓ 1 hold" in page
-    assert page.count("Rerun: `flashsim conformance --row x:v0-b --invariant shards`") == 1
-    assert page.count("Rerun: `flashsim conformance --row x:v1-b --invariant padding`") == 1
+    assert page.count("rerun `flashsim conformance --row x:v0-b --invariant shards`") == 1
+    assert page.count("rerun `flashsim conformance --row x:v1-b --invariant padding`") == 1
+    assert page.index("| row | declared | float64 | float32 |") < page.index("## Causes by class")
     assert page.index("### a reachable flaw") < page.index("### an outside flaw")
 
 

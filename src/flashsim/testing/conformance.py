@@ -195,8 +195,8 @@ def _short_declared(declared: str) -> str:
     return declared.replace("aggregation ", "").replace("estimator ", "")
 
 
-def headline(rows: Sequence[Row]) -> list[str]:
-    """Causes counted by class (a cause shared by many rows counts once), then the reachable ones by name."""
+def headline(rows: Sequence[Row]) -> tuple[list[str], dict[str, dict[str, list[Finding]]]]:
+    """Causes counted by class (a cause shared by many rows counts once), and the findings of each cause by class."""
     found = findings(rows)
     by_class: dict[str, dict[str, list[Finding]]] = {severity: {} for severity in SEVERITIES}
     for cell in found:
@@ -208,13 +208,19 @@ def headline(rows: Sequence[Row]) -> list[str]:
     lines = [f"**{total} causes**: {counts} ({len(found)} cells of {sum(r.report is not None for r in rows)} rows "
              f"show them). Reachable: the framework's own pipeline feeds the inputs that trigger it; outside the "
              f"pipeline: it needs inputs the pipeline never feeds; documented: the framework says it does this.", ""]
+    return lines, by_class
+
+
+def _by_class(by_class: dict[str, dict[str, list[Finding]]]) -> list[str]:
+    """Every cause under its class, with the rows that show it."""
+    lines = ["## Causes by class", ""]
     for severity in SEVERITIES:
         for title, members in by_class[severity].items():
             where = ", ".join(sorted({f"{c.row.framework} {c.row.variant}" + (" (float32)" if c.dtype == "float32"
                                                                               else "") for c in members}))
             label = f"**{SEVERITIES[severity]}**" if severity == "reachable" else SEVERITIES[severity]
             lines.append(f"- {label}: [{title}](#{_anchor(title)}): {where}")
-    return lines
+    return [*lines, ""]
 
 
 def _anchor(title: str) -> str:
@@ -223,6 +229,7 @@ def _anchor(title: str) -> str:
 
 def render(rows: Sequence[Row], *, max_examples: int, command: str) -> str:
     """The markdown page: headline, one line per row, then one section per cause with every cell it explains."""
+    counts, by_class = headline(rows)
     lines = [
         "# Conformance: the field's GRPO and FlashREINFORCE losses under `check-loss`",
         "",
@@ -231,8 +238,7 @@ def render(rows: Sequence[Row], *, max_examples: int, command: str) -> str:
         "installed and called, and which invariants test the adapter rather than the framework: [Verify anyone's "
         "loss](verify.md#the-frameworks-adapters).",
         "",
-        *headline(rows),
-        "",
+        *counts,
         "Each row is judged against the aggregation and advantage estimator it *declares* (the framework's "
         "documentation of that variant). Where a framework documents a departure from an invariant (verl's "
         "singleton groups, TRL's bnpo normalisation) the row is checked against the documented behaviour and the "
@@ -252,6 +258,7 @@ def render(rows: Sequence[Row], *, max_examples: int, command: str) -> str:
             continue
         lines.append(f"{head} {_short_declared(row.declared)} | {_summary(row, row.report)} | "
                      f"{_summary(row, row.float32)} |")
+    lines += ["", *_by_class(by_class)]
     lines += _sections(rows)
     lines += ["## Variants without a row", ""]
     for framework in FRAMEWORKS:
@@ -283,10 +290,10 @@ def _sections(rows: Sequence[Row]) -> list[str]:
             lines += [f"**Evidence:** `{locate(cause.evidence)}`: {cause.evidence.note}.", "",
                       f"**For users:** {cause.meaning}", ""]
         for cell in members:
-            where = f"`{locate(cell.cause.line)}`" if cell.cause else "not located yet"
+            where = locate(cell.cause.line) if cell.cause else "not located yet"
             dtype = " · float32" if cell.dtype == "float32" else ""
-            lines += [f"#### {cell.row.framework} {cell.row.version} · {cell.row.variant} · `{cell.result.name}`"
-                      f"{dtype}", "", f"Cause: {where}. Rerun: `{cell.command}`", ""]
+            lines += [f"**{cell.row.framework} {cell.row.version} · {cell.row.variant} · `{cell.result.name}`"
+                      f"{dtype}**: cause `{where.strip('`')}`; rerun `{cell.command}`", ""]
             if cell.result.failed:
                 lines += ["```text", cell.result.message, "minimal counterexample:", cell.result.counterexample,
                           "```", ""]
