@@ -103,10 +103,11 @@ def test_a_row_is_one_entry_and_unknown_rows_list_the_valid_keys():
     assert check_row(row, max_examples=2, invariants=["permutation"], dtype=torch.float32).results == ()
 
 
-@pytest.mark.parametrize("argv", [["--frameworks", "slime"], ["--examples", "0"], ["--out", "/no/such/dir/x.md"],
+@pytest.mark.parametrize("argv", [["--frameworks", "slime"], ["--examples", "0"], ["--out", "{missing}/x.md"],
                                   ["--row", "trl:no-such-row"], ["--invariant", "padding"],
                                   ["--row", "flashsim:grpo", "--invariant", "nope"]],
                          ids=["framework", "examples", "out", "row", "invariant-without-row", "invariant"])
-def test_usage_errors_exit_two(argv, capsys):
+def test_usage_errors_exit_two(argv, capsys, tmp_path):
+    argv = [arg.format(missing=tmp_path / "no-such-dir") for arg in argv]  # a fixed path may exist on a shared machine
     assert main(["conformance", *argv]) == 2
     assert "flashsim conformance: error:" in capsys.readouterr().err
