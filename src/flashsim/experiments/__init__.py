@@ -10,8 +10,10 @@ parallel processes, one atomic JSON file per cell, resumable after any interrupt
 :mod:`~flashsim.experiments.analysis` turns the cells into means with 95 % intervals and paired verdicts
 (:mod:`~flashsim.experiments.verdict`: a smallest effect of interest, a claimed size where the paper states one, a
 ceiling and a floor, Holm across a page's primaries); :mod:`~flashsim.experiments.plots` draws them;
-:mod:`~flashsim.experiments.report` writes ``docs/results.md``. ``flashsim reproduce`` is the command. What this
-package exports is its public API, the one ``scale`` builds its transformer claims on.
+:mod:`~flashsim.experiments.report` writes ``docs/results.md``; :mod:`~flashsim.experiments.c1_tuned` is the
+per-arm learning-rate tuning rule of C1 tuned (issue 38), which ``scale`` applies to the transformer too.
+``flashsim reproduce`` is the command. What this package exports is its public API, the one ``scale`` builds its
+transformer claims on.
 
 Example (the smoke design of C4; ``run_sweep([design], out)`` would run its 8 cells):
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flashsim.experiments import c1_tuned
 from flashsim.experiments.analysis import (
     MEANS,
     PER_SEED,
@@ -63,6 +66,7 @@ from flashsim.experiments.verdict import (
     INCONCLUSIVE,
     NEGLIGIBLE,
     NOT_SUPPORTED,
+    SMALLEST_EFFECTS,
     SUPPORTED,
     Effect,
     holm,
@@ -83,9 +87,9 @@ def write_outputs(design: ClaimDesign, out: Path | str) -> dict:
 __all__ = [
     "ALPHA", "AT_CEILING", "Arm", "CELL_METRICS", "CLAIMS", "Cell", "ClaimDesign", "Comparison", "DESIGNS",
     "EXPERIMENTS", "Effect", "INCONCLUSIVE", "KnobValue", "MEANS", "NEGLIGIBLE", "NOT_SUPPORTED", "PER_SEED",
-    "PROFILES", "Panel", "RULE", "Registered", "Registry", "SUMMARY", "SUPPORTED", "TABLE", "TIME_AXES",
-    "PAGES", "Page", "build_design", "figure_names", "finalized_collapse", "fmt_interval", "out_dir", "page_of",
-    "rerender", "fmt_p", "holm", "load_cells", "markdown_tables",
+    "PROFILES", "Panel", "RULE", "Registered", "Registry", "SMALLEST_EFFECTS", "SUMMARY", "SUPPORTED", "TABLE",
+    "TIME_AXES", "PAGES", "Page", "build_design", "c1_tuned", "figure_names", "finalized_collapse", "fmt_interval",
+    "out_dir", "page_of", "rerender", "fmt_p", "holm", "load_cells", "markdown_tables",
     "mean_interval", "paired_verdict", "plot_knob", "plot_success_curves", "run_cell", "run_sweep", "summarize",
     "to_json", "with_overrides", "write_outputs", "write_report", "write_summary",
 ]

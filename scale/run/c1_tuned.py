@@ -1,0 +1,183 @@
+"""C1 on the tiny transformer with each arm at its own best learning rate (issue 38), committed before any run.
+
+The transformer page's C1 (``scale.run.claims``) compares FlashREINFORCE and GRPO G = 4 at the preset's learning
+rate 3e-4 on the claims' task (a calculator wrong on 30 % of expressions; 60 updates × 64 rollouts; held-out
+accuracy on 500 prompts every 10 updates). Here each arm gets its own grid and the committed rule of
+:mod:`flashsim.experiments.c1_tuned` (interior best, extension by a factor 2, instability) picks its rate:
+
+- **Arms**: FlashREINFORCE 64 × 1 and GRPO 16 × 4 token-mean (the registry's ``grpo``, DAPO's aggregation); the
+  sample-mean GRPO and GRPO 32 × 4 are not run here (budget).
+- **Measure**: ``auc``, the area under the held-out accuracy curve against rollouts over the rollouts spent (the
+  transformer page's C1 primary): the transformer has no exact optimum, so rollouts to 0.9 of it do not exist; a
+  level of held-out accuracy read every 10 updates on 500 sampled prompts would be too coarse to rank rates.
+  Higher is better; the rule ranks the negated auc. A run that **collapses** (``collapse``: held-out accuracy at
+  least 0.05 below its running peak at each of the last two evaluations) counts as censored, so a rate where
+  ≥ 20 % of pilot runs collapse is ineligible.
+- **Grid**: 3e-4 × 2^k, starting k ∈ {−1, 0, 1}, on pilot seeds :data:`PILOT_SEEDS` (fresh: the transformer's
+  earlier pilots used 0–2 and 200–202, its verdicts 10–19, 100–129, 300–309); extended by
+  :func:`~flashsim.experiments.c1_tuned.next_exponents` until interior (at most 6 rates per side).
+- **Verdict**: :data:`VERDICT_SEEDS` (10 fresh seeds) at each arm's chosen rate, paired by seed (every arm of a
+  seed starts from the same warm-up); ``auc`` FlashREINFORCE > GRPO with the project's rule (smallest effect
+  0.01). The article's 2× is a factor in rollouts, not in area, so no size verdict is read here.
+- **Budget**: the driver starts no cell after :data:`STOP_STARTING_UTC`; what is unfinished is reported as not
+  done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from flashsim.experiments import SMALLEST_EFFECTS, mean_interval, paired_verdict, with_overrides
+from flashsim.experiments import c1_tuned as rule
+from flashsim.io import atomic_write_text, jsonable
+from scale.run.cells import run_transformer_cell
+from scale.run.claims import _FLASH, _GRPO, base_config
+
+ARMS = {"flash": _FLASH, "grpo": _GRPO}
+"""FlashREINFORCE 64 × 1 and GRPO G = 4 (16 prompts × 4) token-mean, as the transformer page's C1."""
+CENTRE = 3e-4
+"""The preset's learning rate (``scale/configs/tiny_cpu.yaml``)."""
+START_EXPONENTS = (-1, 0, 1)
+PILOT_SEEDS = (400, 401)
+VERDICT_SEEDS = tuple(range(410, 420))
+STOP_STARTING_UTC = "01:00"
+
+
+def rate(exponent: int) -> float:
+    return CENTRE * rule.FACTOR ** int(exponent)
+
+
+def cell_config(arm: str, exponent: int, seed: int, warmups: Path):
+    """The resolved ``scale`` config of one cell (the claims' full-budget task)."""
+    return with_overrides(base_config("full", warmups), ARMS[arm],
+                          {"train.learning_rate": rate(exponent), "seed": seed})
+
+
+def cell_path(out: Path, arm: str, exponent: int, seed: int) -> Path:
+    return Path(out) / "cells" / arm / f"k{exponent}_s{seed}.json"
+
+
+def ranked_value(record: dict) -> float:
+    """What the rule ranks (lower is better): −auc, NaN (censored) for a collapsed run."""
+    metrics = record["metrics"]
+    return math.nan if metrics["collapse"] else -float(metrics["auc"])
+
+
+def _past(now: dt.datetime) -> bool:
+    hour, minute = (int(x) for x in STOP_STARTING_UTC.split(":"))
+    day = now.date() if now.hour < 12 else now.date() + dt.timedelta(days=1)
+    return now >= dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=dt.timezone.utc)
+
+
+def run_cells(out: Path, arm: str, exponent: int, seeds: Sequence[int], pilot: bool = False) -> bool:
+    """Run the missing cells of one rate (atomic files); False when the stop time came first."""
+    for seed in seeds:
+        path = cell_path(out, arm, exponent, seed)
+        if path.exists():
+            continue
+        done = [ranked_value(json.loads(cell_path(out, arm, exponent, s).read_text())) for s in seeds
+                if cell_path(out, arm, exponent, s).exists()]
+        if pilot and rule.settled_ineligible(done, len(seeds)):
+            return True
+        if _past(dt.datetime.now(dt.timezone.utc)):
+            return False
+        result = run_transformer_cell(cell_config(arm, exponent, seed, Path(out) / "warmups"))
+        record = {"arm": arm, "exponent": exponent, "rate": rate(exponent), "seed": seed, **result}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(record, sort_keys=True) + "\n")
+        print(f"{arm} lr {rate(exponent):g} seed {seed}: auc {record['metrics']['auc']:.4f} "
+              f"collapse {record['metrics']['collapse']}", flush=True)
+    return True
+
+
+def pilot_grid(out: Path, arm: str) -> dict[int, list[float]]:
+    """Exponent → ranked values of the pilot seeds (complete rates, or rates already ineligible)."""
+    folder = Path(out) / "cells" / arm
+    exponents = {int(p.name[1:].split("_s")[0]) for p in folder.glob("k*_s*.json")} if folder.exists() else set()
+    grid = {}
+    for k in sorted(exponents):
+        paths = [cell_path(out, arm, k, s) for s in PILOT_SEEDS if cell_path(out, arm, k, s).exists()]
+        values = [ranked_value(json.loads(p.read_text())) for p in paths]
+        if len(values) == len(PILOT_SEEDS) or rule.settled_ineligible(values, len(PILOT_SEEDS)):
+            grid[k] = values
+    return grid
+
+
+def tune(out: Path, arm: str) -> tuple[str, int | None]:
+    """The committed rule on this arm's pilot; ``("stopped", None)`` if the stop time came first."""
+    for k in START_EXPONENTS:
+        if not run_cells(out, arm, k, PILOT_SEEDS, pilot=True):
+            return "stopped", None
+    while True:
+        grid = pilot_grid(out, arm)
+        status, new = rule.next_exponents(grid)
+        if status != "extend":
+            return status, rule.best_rate(grid)
+        for k in new:
+            if not run_cells(out, arm, k, PILOT_SEEDS, pilot=True):
+                return "stopped", None
+
+
+def run(out: Path) -> dict[str, object]:
+    """Tune both arms, then run the verdict seeds at the chosen rates (resumes from the cells on disk)."""
+    tuned = {arm: tune(out, arm) for arm in ARMS}
+    if all(status == "interior" for status, _ in tuned.values()):
+        for arm, (_, k) in tuned.items():
+            run_cells(out, arm, k, VERDICT_SEEDS)
+    print(tuned, flush=True)
+    return tuned
+
+
+def summarize(out: Path) -> dict[str, object]:
+    """The rule re-applied to the pilot cells, each arm at its chosen rate on the verdict seeds, and the verdict."""
+    tuned, arms = {}, {}
+    for arm in ARMS:
+        grid = pilot_grid(out, arm)
+        status, _ = rule.next_exponents(grid)
+        best = rule.best_rate(grid)
+        tuned[arm] = {"status": "pilot unfinished" if status == "extend" else status,
+                      "best_rate": None if best is None else rate(best), "best_exponent": best,
+                      "grid": [{"rate": rate(k), "runs": len(v), "collapsed": rule.censored(v),
+                                "eligible": rule.eligible(v),
+                                "mean_auc": -float(np.mean([x for x in v if math.isfinite(x)]))
+                                if rule.censored(v) < len(v) else math.nan} for k, v in sorted(grid.items())]}
+        if best is not None and tuned[arm]["status"] == "interior":
+            arms[arm] = {s: json.loads(cell_path(out, arm, best, s).read_text())["metrics"]["auc"]
+                         for s in VERDICT_SEEDS if cell_path(out, arm, best, s).exists()}
+    comparison, seeds = None, []
+    if len(arms) == 2:
+        seeds = sorted(set(arms["flash"]) & set(arms["grpo"]))
+        if len(seeds) == len(VERDICT_SEEDS):  # a partial verdict run is reported as not done, never judged
+            v = paired_verdict([arms["flash"][s] for s in seeds], [arms["grpo"][s] for s in seeds], "greater",
+                               SMALLEST_EFFECTS["auc"])
+            comparison = {"seeds": len(seeds), "difference": v.difference.to_dict(), "verdict": v.verdict,
+                          "p": v.p, "flash": mean_interval([arms["flash"][s] for s in seeds]).to_dict(),
+                          "grpo": mean_interval([arms["grpo"][s] for s in seeds]).to_dict()}
+    at_edge = sorted(arm for arm, t in tuned.items() if t["status"] == "at edge")
+    return jsonable({"tuned": {"at_edge": at_edge, "status": {a: t["status"] for a, t in tuned.items()},
+                               "best": {a: t["best_rate"] for a, t in tuned.items()}},
+                     "grid": tuned, "comparison": comparison, "verdict_seeds": list(VERDICT_SEEDS),
+                     "verdict_seeds_done": len(seeds)})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder of the cells and warm-ups (resumed)")
+    parser.add_argument("--summary", type=Path, default=None,
+                        help="only write the summary of the cells on disk to this JSON file (no runs)")
+    args = parser.parse_args(argv)
+    if args.summary is not None:
+        atomic_write_text(args.summary, json.dumps(summarize(args.out), indent=1, sort_keys=True) + "\n")
+        return
+    run(args.out)
+
+
+if __name__ == "__main__":
+    main()

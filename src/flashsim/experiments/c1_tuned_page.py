@@ -1,0 +1,240 @@
+"""The grid figure and the markdown page of C1 at each arm's own best learning rate (issue 38).
+
+Only :func:`write_page` touches matplotlib; the numbers come from
+:func:`flashsim.experiments.c1_tuned_report.summarize`, and every sentence stating a result is built from them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from flashsim.experiments import c1_tuned as design  # noqa: E402
+from flashsim.experiments.c1_tuned_report import (  # noqa: E402
+    ENV_LABELS,
+    OPT_LABELS,
+    _num,
+    direction_phrase,
+    factor_sentence,
+    load_cells,
+    per_seed_csv,
+    summarize,
+)
+from flashsim.experiments.run_cell import atomic_write, atomic_write_text  # noqa: E402
+
+COLOURS = {"flash": "tab:blue", "grpo": "tab:red", "grpo_2batch": "tab:orange", "grpo_sample": "tab:purple"}
+
+
+def grid_figure(summary: dict, path: Path) -> None:
+    """One panel per optimizer and env: each arm's censored median rollouts to 0.9 per rate (pilot seeds), its
+    pilot runs as dots, ineligible rates as crosses labelled with their censored runs, the chosen rate ringed."""
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), squeeze=False)
+    for row, optimizer in enumerate(design.OPTIMIZERS):
+        for col, env in enumerate(design.ENVS):
+            ax, notes, rates = axes[row][col], [], set()
+            for arm in design.OPTIMIZERS[optimizer]["arms"]:
+                t = summary["grid"].get(f"{optimizer}/{env}/{arm}")
+                if t is None:
+                    continue
+                colour, cap = COLOURS[arm], design.CAP_ROLLOUTS
+                shown = [(g["rate"], g["median"] if g["median"] is not None else cap) for g in t["grid"]]
+                ax.plot([r for r, _ in shown], [min(m, cap) for _, m in shown], "-", color=colour, alpha=0.8,
+                        label=design.ARMS[arm][0])
+                if t["status"] != "interior":
+                    notes.append(f"{arm}: {t['status']}")
+                rates |= {g["rate"] for g in t["grid"]}
+                for g in t["grid"]:
+                    finite = [v for v in g["values"] if v is not None and math.isfinite(v)]
+                    ax.plot([g["rate"]] * len(finite), finite, ".", color=colour, alpha=0.3)
+                    y = min(g["median"], cap) if g["median"] is not None else cap
+                    ax.plot(g["rate"], y, "o" if g["eligible"] else "x", color=colour, ms=6)
+                    if g["censored"]:
+                        ax.annotate(f"{g['censored']}/{g['runs']} cens.", (g["rate"], y), fontsize=7, color=colour,
+                                    xytext=(3, 3), textcoords="offset points")
+                if t["best_rate"] is not None:
+                    best = next(g for g in t["grid"] if g["rate"] == t["best_rate"])
+                    ax.plot(best["rate"], best["median"], "o", ms=14, mfc="none", mec=colour, mew=2)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xticks(sorted(rates), [f"{r:g}" for r in sorted(rates)], fontsize=8)
+            ax.minorticks_off()
+            if notes:
+                ax.text(0.02, 0.02, "; ".join(notes), transform=ax.transAxes, fontsize=7, color="black")
+            ax.axhline(design.CAP_ROLLOUTS, color="grey", lw=0.8, ls=":")
+            ax.set_title(f"{OPT_LABELS[optimizer]}, {ENV_LABELS[env]}", fontsize=10)
+            ax.set_xlabel("learning rate")
+            ax.set_ylabel("rollouts to 0.9 × optimum (pilot median)")
+            if not ax.get_legend_handles_labels()[1]:
+                ax.text(0.5, 0.5, "not run", transform=ax.transAxes, ha="center")
+    fig.suptitle("C1 tuned: each arm's learning-rate grid (pilot seeds: dots; line: censored median; ringed: chosen "
+                 "rate; x: ineligible; dotted: the cap, censored runs)", fontsize=10)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    atomic_write(path, lambda file: fig.savefig(file, format="png", dpi=110))
+    plt.close(fig)
+
+
+def _arm_table(summary: dict) -> list[str]:
+    lines = ["| optimizer, env | arm | chosen lr | rule | verdict seeds | censored | mean [95 % CI] | median |",
+             "|---|---|---|---|---|---|---|---|"]
+    for key, a in summary["arms"].items():
+        optimizer, env, arm = key.split("/")
+        lines.append(f"| {OPT_LABELS[optimizer]}, {ENV_LABELS[env]} | {design.ARMS[arm][0]} | {a['rate']:g} | "
+                     f"{a['status']} | {a['n']} | {a['censored']} | {_num(a['mean'], '–')} "
+                     f"[{_num(a['low'], '–')}, {_num(a['high'], '–')}] | {_num(a['median'])} |")
+    return lines
+
+
+def _power_lines(summary: dict) -> list[str]:
+    """The power rule per comparison (Adam's verdict seed counts; SGD's are fixed at 10)."""
+    lines = []
+    for key, c in summary["comparisons"].items():
+        p = c.get("power") or {}
+        if p.get("sd_z") is not None and key.startswith("adam/"):
+            lines.append(f"- {key}: sd of the delta-method terms on {p['pilot_pairs']} pilot pairs {p['sd_z']:.2f}, "
+                         f"so the power rule asked for {p['seeds_asked']} seeds (minimum "
+                         f"{design.MIN_VERDICT_SEEDS}, cap {design.MAX_VERDICT_SEEDS}).")
+    return ["**Power rule** (design step 7):", "", *lines, ""] if lines else []
+
+
+def _grid_table(summary: dict) -> list[str]:
+    lines = ["| optimizer, env, arm | lr: median rollouts to 0.9 (censored/runs; x = ineligible) |", "|---|---|"]
+    for key, t in summary["grid"].items():
+        cells = ", ".join(f"{g['rate']:g}: {_num(g['median'])} ({g['censored']}/{g['runs']}"
+                          f"{'' if g['eligible'] else '; x'})" for g in t["grid"])
+        lines.append(f"| {key} | {cells} |")
+    return lines
+
+
+def headline_sentences(summary: dict) -> list[str]:
+    """The headline: the confirmatory comparison's generated sentence, or why there is none."""
+    key = summary["headline"]
+    if key in summary["comparisons"]:
+        c = summary["comparisons"][key]
+        head = [factor_sentence(key, c, summary["arms"])]
+        if c["factor"] < 1:
+            decided = "" if c["high"] < 1 else (f", on average: {c['factor']:.2f}× its rollouts, with an interval "
+                                                f"[{c['low']:.2f}, {c['high']:.2f}] that contains 1")
+            head.insert(0, "")
+            head.insert(0, f"**With each arm at its own best learning rate, tuned GRPO (32 × 4, token-mean) needed "
+                           f"fewer rollouts than FlashREINFORCE{decided}.**")
+        return head
+    return [f"The confirmatory comparison ({key}) is **not done**: "
+            + "; ".join(n for n in summary["not_done"] if n.startswith(key.rsplit("/", 1)[0])) + "."]
+
+
+def transformer_section(t: dict | None) -> list[str]:
+    """The tiny-transformer section from ``scale.run.c1_tuned``'s summary (None: not run)."""
+    head = ["## The tiny transformer (FlashREINFORCE 64 × 1 vs GRPO 16 × 4 token-mean, auc)", ""]
+    if t is None:
+        return [*head, "Not run (its measured cost: [design.md](design.md), step 10).", ""]
+    lines = [*head, "| arm | rule | chosen lr | grid: lr → mean auc of the pilot seeds (collapsed/runs) |",
+             "|---|---|---|---|"]
+    for arm, g in t["grid"].items():
+        cells = ", ".join(f"{x['rate']:g} → {x['mean_auc']:.3f} ({x['collapsed']}/{x['runs']}"
+                          f"{'' if x['eligible'] else '; x'})" if x["mean_auc"] is not None else
+                          f"{x['rate']:g} → collapsed ({x['collapsed']}/{x['runs']})" for x in g["grid"])
+        best = "–" if g["best_rate"] is None else f"{g['best_rate']:g}"
+        label = {"flash": "FlashREINFORCE 64 × 1", "grpo": "GRPO 16 × 4, token-mean"}.get(arm, arm)
+        lines.append(f"| {label} | {g['status']} | {best} | {cells} |")
+    c = t["comparison"]
+    if c is None:
+        lines += ["", "The verdict run is **not done**: " + (
+            "an arm's best is still at the edge of its grid (" + ", ".join(t["tuned"]["at_edge"]) + ")."
+            if t["tuned"]["at_edge"] else f"{t.get('verdict_seeds_done', 0)} of the {len(t['verdict_seeds'])} "
+            "verdict seeds ran for both arms before the budget ended (the measured cost of a cell: "
+            "[design.md](design.md), step 10); no verdict is read on a partial run."), ""]
+        return lines
+    d, f, g = c["difference"], c["flash"], c["grpo"]
+    lines += ["", f"At their chosen rates on {c['seeds']} fresh seeds (410–419), FlashREINFORCE's auc is "
+              f"{f['mean']:.3f} [{f['low']:.3f}, {f['high']:.3f}] and GRPO's {g['mean']:.3f} [{g['low']:.3f}, "
+              f"{g['high']:.3f}]: a paired difference of {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}], "
+              f"*{c['verdict']}* (smallest effect 0.01). The article's 2× is a factor in rollouts, which the "
+              "transformer's auc does not measure, so no size verdict is read here.", ""]
+    return lines
+
+
+def results_sentence(summary: dict, link: str = "c1-tuned/results.md") -> str:
+    """The sentence ``docs/results.md``'s C1 discussion quotes, generated from the committed summary."""
+    key = summary["headline"]
+    if key not in summary["comparisons"]:
+        return f"[C1 with each arm at its own best learning rate]({link}): the confirmatory comparison is not done."
+    c = summary["comparisons"][key]
+    edge = ("every arm's chosen rate interior on its grid" if not summary["tuned"]["at_edge"] else
+            f"{len(summary['tuned']['at_edge'])} arm(s) still at an edge of their grid")
+    return (f"[With each arm at its own best learning rate]({link}) (per-arm grids extended by a rule committed "
+            f"before the runs, {edge}), on {c['pairs']} fresh seeds GRPO 32 × 4 (token-mean) needed "
+            f"{c['factor']:.2f}× [{c['low']:.2f}, {c['high']:.2f}] FlashREINFORCE's rollouts to reach 0.9 of the "
+            f"optimum on ToolGridworld under Adam: {direction_phrase(c['factor'], c['low'], c['high'])}; against "
+            f"the article's 2×, {c['size_verdict']} (verdict: {c['verdict']}).")
+
+
+def bounded_by_instability(summary: dict) -> list[str]:
+    """The arms whose next higher rate than the chosen one is ineligible (a censored pilot run)."""
+    keys = []
+    for key, t in summary["grid"].items():
+        above = [g for g in t["grid"] if t["best_rate"] is not None and g["rate"] > t["best_rate"]]
+        if above and not min(above, key=lambda g: g["rate"])["eligible"]:
+            keys.append(key)
+    return keys
+
+
+def render(summary: dict, transformer: dict | None = None) -> str:
+    at_edge = summary["tuned"]["at_edge"]
+    unstable = bounded_by_instability(summary)
+    edge = ("Every tuned arm's chosen rate is interior on its grid (`tuned.at_edge` is empty)." if not at_edge else
+            "Still at an edge of its grid when the budget ended (**not done**): " + ", ".join(at_edge) + ".")
+    others = [factor_sentence(k, c, summary["arms"]) for k, c in summary["comparisons"].items()
+              if k != summary["headline"]]
+    lines = [
+        "<!-- Generated by flashsim.experiments.c1_tuned_page.write_page: edit the code, not this page -->", "",
+        "# C1 with each arm at its own best learning rate", "",
+        "Generated by `python -m flashsim.experiments.c1_tuned_report --out runs/c1-tuned --page "
+        "docs/c1-tuned/results.md` from the cells of `python -m flashsim.experiments.c1_tuned_run --out "
+        "runs/c1-tuned`. The protocol ([design.md](design.md), `src/flashsim/experiments/c1_tuned.py`) was "
+        "committed before any cell ran. *GRPO* alone means the registry's `grpo` (DAPO's token-mean); the "
+        "sample-mean arm is DeepSeekMath's GRPO.", "",
+        "## Headline (confirmatory: Adam, ToolGridworld, FlashREINFORCE 128 × 1 vs GRPO 32 × 4 token-mean)", "",
+        *headline_sentences(summary), "", edge + (
+            f" For {len(unstable)} of the {len(summary['grid'])} tuned arms the next higher rate is ineligible under "
+            f"the instability rule (at least one censored pilot run), so what bounds the best from above is "
+            f"instability as much as speed: {', '.join(unstable)}." if unstable
+            else ""), "",
+        "## Every comparison (exploratory except the headline)", "",
+        *(f"- {s}" for s in others), *([] if others else ["- none finished"]), "",
+        "## Each arm at its chosen rate (verdict seeds from 3900)", "", *_arm_table(summary), "",
+        *_power_lines(summary),
+        "Mean and interval are over the runs that reached 0.9 of the optimum; the median counts censored runs "
+        f"(cap {summary['cap_rollouts']:,} rollouts) as slower than every finished run.", "",
+        "## The grids (pilot seeds 3800–3803, SGD 3800–3802)", "", "![grid](results/grid.png)", "",
+        *_grid_table(summary), "",
+    ]
+    lines += transformer_section(transformer)
+    if summary["not_done"]:
+        lines += ["## Not done", "", *(f"- {n}" for n in summary["not_done"]), ""]
+    return "\n".join(lines)
+
+
+def write_page(out: Path, page: Path) -> dict:
+    """Write the page, ``results/per_seed.csv``, ``results/summary.json``, ``results/grid.png`` and
+    ``results/results_sentence.txt`` (what ``docs/results.md`` quotes); the
+    transformer section comes from ``results/transformer_summary.json`` (``python -m scale.run.c1_tuned --out
+    runs/c1-tuned-transformer --summary docs/c1-tuned/results/transformer_summary.json``) when it exists."""
+    page = Path(page)
+    results = page.parent / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    summary = summarize(Path(out))
+    atomic_write_text(results / "per_seed.csv", per_seed_csv(load_cells(Path(out))))
+    atomic_write_text(results / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    grid_figure(summary, results / "grid.png")
+    t_path = results / "transformer_summary.json"
+    atomic_write_text(page, render(summary, json.loads(t_path.read_text()) if t_path.exists() else None))
+    atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
+    return summary

@@ -1,0 +1,168 @@
+"""C1 tuned (issue 38): the committed tuning rule on hand-made data, the factor in float64, and the driver's resume
+after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from flashsim.experiments import c1_tuned as design
+from flashsim.experiments.c1_tuned_report import compare
+
+NAN = math.nan
+
+
+def test_censored_median_ranks_censored_runs_above_every_finished_run():
+    assert design.censored_median([300.0, NAN, 100.0, 200.0, 500.0]) == 300.0  # NaN sorts last, not first
+    assert design.censored_median([400.0, NAN, 100.0, 200.0]) == 300.0
+    assert design.censored_median([100.0, NAN, 200.0, NAN]) == math.inf  # half censored: the median is censored
+    assert design.censored_median([NAN, 5.0, NAN]) == math.inf
+    assert math.isnan(design.censored_median([]))
+
+
+def test_a_rate_is_ineligible_from_the_first_fifth_of_its_seeds_censored():
+    assert design.eligible([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert not design.eligible([1.0, 2.0, 3.0, 4.0, NAN])  # 1 / 5 = 20 %
+    assert design.eligible([1.0] * 5 + [NAN])  # 1 / 6 < 20 %
+    assert design.settled_ineligible([NAN], 4) and not design.settled_ineligible([1.0, 2.0, 3.0], 4)
+    assert not design.eligible([])
+
+
+def test_the_best_rate_is_the_eligible_one_of_lowest_censored_median():
+    grid = {-1: [900.0, 800.0, 1000.0, 950.0], 0: [300.0, 200.0, 250.0, NAN], 1: [500.0, 600.0, 400.0, 450.0]}
+    assert design.best_rate(grid) == 1  # rate 0 has the lowest median but a censored seed: ineligible
+    tie = {0: [100.0, 200.0, 300.0, 400.0], 1: [100.0, 200.0, 300.0, 700.0]}
+    assert design.best_rate(tie) == 0  # same median 250: the lower capped mean wins
+    assert design.best_rate({0: [NAN, 1.0]}) is None
+
+
+def test_the_grid_grows_on_the_side_of_an_edge_best_and_stops_when_interior():
+    assert design.next_exponents({}) == ("extend", design.START_EXPONENTS)
+    rising = {-1: [400.0], 0: [300.0], 1: [200.0], 2: [100.0]}
+    assert design.next_exponents(rising) == ("extend", (3,))
+    falling = {-1: [100.0], 0: [300.0], 1: [400.0], 2: [500.0]}
+    assert design.next_exponents(falling) == ("extend", (-2,))
+    assert design.next_exponents({**falling, -2: [200.0]}) == ("interior", ())
+    # an ineligible neighbour counts as tried and worse: the best next to it is interior
+    assert design.next_exponents({-1: [500.0], 0: [100.0], 1: [NAN]}) == ("interior", ())
+    assert design.next_exponents({0: [NAN], 1: [NAN]}) == ("extend", (-1, 2))  # nothing eligible: both sides
+
+
+def test_an_arm_whose_best_keeps_moving_is_reported_at_the_edge_after_max_extensions():
+    top = max(design.START_EXPONENTS) + design.MAX_EXTENSIONS
+    grid = {k: [1000.0 - 10 * k] for k in range(min(design.START_EXPONENTS), top + 1)}
+    assert design.next_exponents(grid) == ("at edge", ())
+    assert design.next_exponents({k: v for k, v in grid.items() if k < top})[0] == "extend"
+
+
+def test_seeds_for_power_is_the_smallest_n_meeting_the_formula():
+    for sd in (0.5, 1.0, 1.5, 1.8):
+        n = design.seeds_for_power(sd)
+        need = [m for m in range(2, 200) if (stats.t.ppf(0.975, m - 1) + stats.norm.ppf(0.9)) * sd / math.sqrt(m)
+                <= 1]
+        assert n == max(design.MIN_VERDICT_SEEDS, need[0])
+    assert design.seeds_for_power(5.0) == design.MAX_VERDICT_SEEDS + 1
+    with pytest.raises(ValueError, match="sd_z"):
+        design.seeds_for_power(NAN)
+
+
+def test_the_factor_is_grpo_over_flash_with_the_delta_method_interval():
+    flash = {1: 100.0, 2: 120.0, 3: 80.0, 4: 110.0}
+    grpo = {1: 210.0, 2: 230.0, 3: 170.0, 4: 200.0, 5: 1.0}  # seed 5 is not paired
+    c = compare(flash, grpo)
+    a, b = np.array([100.0, 120.0, 80.0, 110.0]), np.array([210.0, 230.0, 170.0, 200.0])
+    ratio = b.mean() / a.mean()
+    z = (b - ratio * a) / a.mean()
+    half = stats.t.ppf(0.975, 3) * z.std(ddof=1) / 2.0
+    assert c["seeds"] == 4 and c["pairs"] == 4
+    assert c["factor"] == pytest.approx(ratio, rel=1e-12)
+    assert (c["low"], c["high"]) == pytest.approx((ratio - half, ratio + half), rel=1e-12)
+    assert c["size_verdict"] == design.size_verdict(ratio - half, ratio + half)
+
+
+def test_a_pair_censored_in_one_arm_only_makes_the_comparison_inconclusive():
+    c = compare({1: 100.0, 2: 120.0, 3: 90.0}, {1: 300.0, 2: NAN, 3: 280.0})
+    assert c["dropped_by_arm"] == 1 and c["verdict"] == "inconclusive"
+
+
+def test_size_verdicts():
+    assert design.size_verdict(0.7, 1.4) == "claimed size rejected"
+    assert design.size_verdict(1.2, 2.0) == "consistent with the claimed size"
+    assert design.size_verdict(2.01, 3.0) == "larger than the claimed size"
+    assert design.size_verdict(NAN, 3.0) == "no interval"
+
+
+_TINY = """
+import sys
+from flashsim.experiments.c1_tuned_run import Plan, run
+plan = Plan(stages=(("adam", "bandit", ("flash", "grpo")),), cap_rollouts=3840, pilot_seeds={"adam": (3800,)},
+            verdict_seeds={"adam": 2}, stop_starting=None)
+run(sys.argv[1], plan)
+"""
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*.json"))}
+
+
+@pytest.mark.slow
+def test_the_driver_resumes_after_sigkill_with_the_same_cells_as_a_clean_run(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    subprocess.run([sys.executable, "-c", _TINY, str(clean)], check=True, env=env, capture_output=True)
+    process = subprocess.Popen([sys.executable, "-c", _TINY, str(killed)], env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(list(killed.rglob("*.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    partial = _files(killed)
+    assert 3 <= len(partial) < len(_files(clean))
+    assert not list(killed.rglob("*.tmp"))  # atomic: no half-written cell left behind
+    subprocess.run([sys.executable, "-c", _TINY, str(killed)], check=True, env=env, capture_output=True)
+    assert _files(killed) == _files(clean)
+    verdict = [json.loads(t) for name, t in _files(clean).items() if "_s39" in name]
+    assert {r["arm"] for r in verdict} == {"flash", "grpo"} and len(verdict) == 4
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_results_page_quotes_the_sentence_generated_from_the_committed_summary():
+    from flashsim.experiments.c1_tuned_page import results_sentence
+
+    summary = json.loads((ROOT / "docs/c1-tuned/results/summary.json").read_text())
+    sentence = results_sentence(summary)
+    assert sentence == (ROOT / "docs/c1-tuned/results/results_sentence.txt").read_text().strip()
+    assert sentence in (ROOT / "docs/results.md").read_text()
+    assert sentence in (ROOT / "docs/results/discussion/C1.md").read_text()
+    relative = sentence.replace("](c1-tuned/results.md)", "](../c1-tuned/results.md)")
+    assert relative in (ROOT / "docs/full-budget/results.md").read_text()
+    assert relative in (ROOT / "docs/full-budget/results/discussion/C1.md").read_text()
+    assert summary["tuned"]["at_edge"] == [] or "at an edge" in sentence
+
+
+def test_the_generated_sentences_read_the_direction_off_the_interval():
+    from flashsim.experiments.c1_tuned_page import results_sentence
+
+    c = {"factor": 0.7, "low": 0.55, "high": 0.85, "pairs": 20, "size_verdict": "claimed size rejected",
+         "verdict": "not supported"}
+    summary = {"headline": "adam/gridworld/grpo", "comparisons": {"adam/gridworld/grpo": c},
+               "tuned": {"at_edge": []}}
+    assert "tuned GRPO needed fewer rollouts than FlashREINFORCE" in results_sentence(summary)
+    assert "0.70× [0.55, 0.85]" in results_sentence(summary)
+    c.update(factor=1.3, low=0.9, high=1.7)
+    assert "neither needed decidedly fewer rollouts (the point estimate favours FlashREINFORCE)" in \
+        results_sentence(summary)
+    summary["tuned"]["at_edge"] = ["adam/gridworld/grpo"]
+    assert "1 arm(s) still at an edge" in results_sentence(summary)
