@@ -19,8 +19,8 @@ accuracy on 500 prompts every 10 updates). Here each arm gets its own grid and t
 - **Verdict**: :data:`VERDICT_SEEDS` (10 fresh seeds) at each arm's chosen rate, paired by seed (every arm of a
   seed starts from the same warm-up); ``auc`` FlashREINFORCE > GRPO with the project's rule (smallest effect
   0.01). The article's 2× is a factor in rollouts, not in area, so no size verdict is read here.
-- **Budget**: the driver starts no cell after :data:`STOP_STARTING_UTC`; what is unfinished is reported as not
-  done.
+- **Budget**: the committed run started no cell after :data:`STOP_STARTING_UTC` (``--stop-starting``; by default
+  the driver has no stop time); what is unfinished is reported as not done.
 """
 
 from __future__ import annotations
@@ -70,13 +70,16 @@ def ranked_value(record: dict) -> float:
     return math.nan if metrics["collapse"] else -float(metrics["auc"])
 
 
-def _past(now: dt.datetime) -> bool:
-    hour, minute = (int(x) for x in STOP_STARTING_UTC.split(":"))
+def _past(now: dt.datetime, stop: str | None) -> bool:
+    if stop is None:
+        return False
+    hour, minute = (int(x) for x in stop.split(":"))
     day = now.date() if now.hour < 12 else now.date() + dt.timedelta(days=1)
     return now >= dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=dt.timezone.utc)
 
 
-def run_cells(out: Path, arm: str, exponent: int, seeds: Sequence[int], pilot: bool = False) -> bool:
+def run_cells(out: Path, arm: str, exponent: int, seeds: Sequence[int], pilot: bool = False,
+              stop: str | None = None) -> bool:
     """Run the missing cells of one rate (atomic files); False when the stop time came first."""
     for seed in seeds:
         path = cell_path(out, arm, exponent, seed)
@@ -86,7 +89,7 @@ def run_cells(out: Path, arm: str, exponent: int, seeds: Sequence[int], pilot: b
                 if cell_path(out, arm, exponent, s).exists()]
         if pilot and rule.settled_ineligible(done, len(seeds)):
             return True
-        if _past(dt.datetime.now(dt.timezone.utc)):
+        if _past(dt.datetime.now(dt.timezone.utc), stop):
             return False
         result = run_transformer_cell(cell_config(arm, exponent, seed, Path(out) / "warmups"))
         record = {"arm": arm, "exponent": exponent, "rate": rate(exponent), "seed": seed, **result}
@@ -110,10 +113,10 @@ def pilot_grid(out: Path, arm: str) -> dict[int, list[float]]:
     return grid
 
 
-def tune(out: Path, arm: str) -> tuple[str, int | None]:
+def tune(out: Path, arm: str, stop: str | None = None) -> tuple[str, int | None]:
     """The committed rule on this arm's pilot; ``("stopped", None)`` if the stop time came first."""
     for k in START_EXPONENTS:
-        if not run_cells(out, arm, k, PILOT_SEEDS, pilot=True):
+        if not run_cells(out, arm, k, PILOT_SEEDS, pilot=True, stop=stop):
             return "stopped", None
     while True:
         grid = pilot_grid(out, arm)
@@ -121,16 +124,16 @@ def tune(out: Path, arm: str) -> tuple[str, int | None]:
         if status != "extend":
             return status, rule.best_rate(grid)
         for k in new:
-            if not run_cells(out, arm, k, PILOT_SEEDS, pilot=True):
+            if not run_cells(out, arm, k, PILOT_SEEDS, pilot=True, stop=stop):
                 return "stopped", None
 
 
-def run(out: Path) -> dict[str, object]:
+def run(out: Path, stop: str | None = None) -> dict[str, object]:
     """Tune both arms, then run the verdict seeds at the chosen rates (resumes from the cells on disk)."""
-    tuned = {arm: tune(out, arm) for arm in ARMS}
+    tuned = {arm: tune(out, arm, stop) for arm in ARMS}
     if all(status == "interior" for status, _ in tuned.values()):
         for arm, (_, k) in tuned.items():
-            run_cells(out, arm, k, VERDICT_SEEDS)
+            run_cells(out, arm, k, VERDICT_SEEDS, stop=stop)
     print(tuned, flush=True)
     return tuned
 
@@ -172,11 +175,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder of the cells and warm-ups (resumed)")
     parser.add_argument("--summary", type=Path, default=None,
                         help="only write the summary of the cells on disk to this JSON file (no runs)")
+    parser.add_argument("--stop-starting", default=None, metavar="HH:MM",
+                        help=f"UTC time after which no new cell starts (the committed run: {STOP_STARTING_UTC}); "
+                             "default: no limit")
     args = parser.parse_args(argv)
+    if args.stop_starting is not None and not rule.is_clock_time(args.stop_starting):
+        parser.error(f"--stop-starting: expected HH:MM (UTC), got {args.stop_starting!r}")
     if args.summary is not None:
         atomic_write_text(args.summary, json.dumps(summarize(args.out), indent=1, sort_keys=True) + "\n")
         return
-    run(args.out)
+    run(args.out, args.stop_starting)
 
 
 if __name__ == "__main__":

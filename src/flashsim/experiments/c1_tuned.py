@@ -119,7 +119,18 @@ SGD_VERDICT_SEEDS = 10
 """SGD (exploratory) runs this many verdict seeds, no power rule."""
 POWER = 0.9
 STOP_STARTING_UTC = "00:50"
-"""The driver starts no new stage after this time (UTC, the session's night)."""
+"""The committed run started no new stage after this time (UTC, the session's night; the driver's
+``--stop-starting``, which has no limit by default)."""
+
+
+def is_clock_time(text: str) -> bool:
+    """Whether ``text`` is a 24-hour ``HH:MM`` (the drivers' ``--stop-starting``).
+
+    >>> is_clock_time("00:50"), is_clock_time("24:00"), is_clock_time("0050")
+    (True, False, False)
+    """
+    hour, _, minute = text.partition(":")
+    return hour.isdigit() and minute.isdigit() and len(minute) == 2 and int(hour) < 24 and int(minute) < 60
 STAGES = (
     ("adam", "gridworld", ("flash", "grpo")),
     ("adam", "bandit", ("flash", "grpo")),

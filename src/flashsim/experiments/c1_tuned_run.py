@@ -41,8 +41,9 @@ class Plan:
         "sgd": design.PILOT_SEEDS[:design.OPTIMIZERS["sgd"]["pilot_seeds"]]})
     verdict_seeds: dict = field(default_factory=lambda: {"adam": None, "sgd": design.SGD_VERDICT_SEEDS})
     """Verdict seeds per optimizer (None: the power rule's count)."""
-    stop_starting: str | None = design.STOP_STARTING_UTC
-    """HH:MM UTC after which no new pair starts (None: no limit); a time before 12:00 is the next day's."""
+    stop_starting: str | None = None
+    """HH:MM UTC after which no new stage starts (None: no limit; the committed run used
+    ``design.STOP_STARTING_UTC``); a time before 12:00 is the next day's."""
 
 
 def cell_config(optimizer: str, env: str, arm: str, exponent: int, seed: int, cap_rollouts: int):
@@ -196,9 +197,15 @@ def run(out: Path, plan: Plan = Plan(), now=lambda: dt.datetime.now(dt.timezone.
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder of the cells (resumed if it exists)")
+    parser.add_argument("--stop-starting", default=None, metavar="HH:MM",
+                        help="UTC time after which no new stage starts (the committed run: "
+                             f"{design.STOP_STARTING_UTC}); default: no limit")
     args = parser.parse_args(argv)
+    if args.stop_starting is not None and not design.is_clock_time(args.stop_starting):
+        parser.error(f"--stop-starting: expected HH:MM (UTC), got {args.stop_starting!r}")
     torch.set_num_threads(1)  # one process on a shared machine: no intra-op threads competing for its cores
-    run(args.out, Plan())
+    run(args.out, Plan(stop_starting=args.stop_starting))
+
 
 
 if __name__ == "__main__":
