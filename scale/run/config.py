@@ -239,7 +239,8 @@ class LoopConfig:
     """Capacity of the rollout queue in trajectories (a multiple of the group size); with the calls in
     flight it sets the policy lag."""
     ray_address: str | None = None
-    """``ray`` placement: address of a Ray cluster to join (null: start a local one)."""
+    """``ray`` placement: address of a Ray cluster to join (null: start a local one, never a recorded one;
+    ``auto``: Ray's discovery, the last ``ray start`` here)."""
     threads: int | None = 1
     """torch intra-op threads (null: torch's default). 1 lets the worker and learner use a core each."""
     max_restarts: int = 3
