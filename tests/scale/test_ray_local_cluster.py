@@ -49,7 +49,8 @@ def test_a_stale_cluster_record_does_not_stall_a_ray_run(tmp_path):
         sets = [f"log.out={tmp_path / 'run'}", "loop.placement=ray", "loop.mode=async", "warmup.steps=2",
                 "train.updates=2", "train.batch_size=8", "loop.trajectories_per_call=8", "loop.queue_size=8",
                 "data.num_test=8", "eval.every=2", "log.progress=false", "log.curves=false"]
-        command = [sys.executable, "-m", "scale", "train", "--config", "tiny_cpu", *[x for s in sets for x in ("--set", s)]]
+        command = [sys.executable, "-m", "scale", "train", "--config", "tiny_cpu",
+                   *[x for s in sets for x in ("--set", s)]]
         started = time.monotonic()
         try:
             done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_BOUND_S)
