@@ -393,7 +393,7 @@ def check(out: Path, updates: int) -> dict:
 def _config(updates: int) -> Any:
     from scale.run.config import load_config, resolve_config_path
 
-    return load_config(resolve_config_path("tiny_cpu"), [*SETS, f"train.updates={updates}"])
+    return load_config(resolve_config_path("tiny_cpu"), [*SETS, f"train.updates={max(updates, 1)}"])
 
 
 def _checkpoint_model(out: Path) -> tuple[Any, Any]:

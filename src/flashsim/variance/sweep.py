@@ -70,8 +70,11 @@ class SweepConfig:
         check_choice("policy", self.policy, ("tabular", "linear"))
         for name in ("estimators", "budgets", "group_sizes", "lags"):
             check_nonempty(name, getattr(self, name))
-        for estimator in self.estimators:
-            parse_estimator(estimator)
+        for index, estimator in enumerate(self.estimators):
+            try:
+                parse_estimator(estimator)
+            except (ValueError, TypeError) as error:  # the registry's message names its own argument, loss
+                raise type(error)(f"estimators[{index}]: {error}") from None
         check_int("steps", self.steps, low=0)
         for name, low, high in (("budgets", 1, None), ("group_sizes", 1, None), ("lags", 0, self.steps)):
             for index, value in enumerate(getattr(self, name)):
