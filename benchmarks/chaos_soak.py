@@ -248,6 +248,8 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float]) -> dict
     rng = random.Random(seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out, ignore_errors=True)
+    for old in out.parent.glob(f"{out.name}-attempt*.log"):
+        old.unlink()
     ray_tmp = tempfile.mkdtemp(prefix="ray-soak-", dir="/tmp")
     run, faults, arrivals = Run(out, ray_tmp), [], []
     launched = time.monotonic()
@@ -452,6 +454,32 @@ def _metrics_ok(out: Path, updates: int) -> dict:
     return {"metrics_parse": ok, "metrics_rows": len(jsonl)}
 
 
+def markdown(report: dict) -> str:
+    """The report as docs/performance.md shows it: one row per fault, then the checks; the sentence is made from
+    the numbers."""
+    c = report["checks"]
+    lines = ["| # | at (s) | kill | update reached | recovered after (s) | time lost (s) |",
+             "|---:|---:|---|---:|---:|---:|"]
+    for i, f in enumerate(report["faults"], 1):
+        rec = "not timed" if f["recovered_s"] is None else f"{f['recovered_s']:.1f}"
+        lost = "" if f.get("lost_s") is None else f"{f['lost_s']:.1f}"
+        lines.append(f"| {i} | {f['t']:.0f} | {f['kind']}{' (escalated)' if f.get('escalated') else ''} | "
+                     f"{f['update']} | {rec} | {lost} |")
+    kinds = {k: sum(f["kind"] == k for f in report["faults"]) for k in KINDS}
+    recovered = sum(f["recovered_s"] is not None for f in report["faults"])
+    verdict = "nothing lost or repeated" if c.get("passed") else "CHECKS FAILED"
+    lines += ["", f"{len(report['faults'])} faults ({', '.join(f'{n} {k}' for k, n in kinds.items())}) in "
+              f"{report['seconds']:.0f} s, {recovered} timed recoveries, {report['attempts']} attempts (a resume each "
+              f"after a learner or group kill or a failed start), {report['leftover_processes_killed']} orphaned "
+              f"processes killed; median {report['median_update_s']:.2f} s per update between faults. "
+              f"Final run: {c.get('updates')} updates, {c.get('trajectories')} trajectories, "
+              f"{c.get('discarded_entries')} ledger entries discarded (updates redone after a resume). "
+              f"Replay: max |replayed - checkpointed| = {c.get('replay_max_abs_diff', float('nan')):.1e} "
+              f"(tolerance {REPLAY_TOLERANCE:.0e}); last update lost: {c.get('replay_last_update_lost_diff', 0):.1e}, "
+              f"repeated: {c.get('replay_last_update_repeated_diff', 0):.1e}. Verdict: {verdict}."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "worker":
@@ -461,9 +489,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=600.0, help="fault window after the first RL update")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gap", type=float, nargs=2, default=(15.0, 45.0), help="seconds between faults (uniform)")
+    parser.add_argument("--markdown", type=Path, default=None, help="print the table of a saved chaos_report.json")
     args = parser.parse_args(argv)
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return 0
     report = soak(args.out, args.seconds, args.seed, tuple(args.gap))
     print(json.dumps(report, indent=2))
+    print(markdown(report))
     return 0 if report["checks"].get("passed") else 1
 
 

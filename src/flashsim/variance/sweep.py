@@ -79,8 +79,9 @@ class SweepConfig:
         for name, low, high in (("budgets", 1, None), ("group_sizes", 1, None), ("lags", 0, self.steps)):
             for index, value in enumerate(getattr(self, name)):
                 check_int(f"{name}[{index}]", value, low=low, high=high)
-        for name, low in (("batches", 1), ("seed", 0), ("bootstrap", 0), ("replicates", 1)):
+        for name, low in (("batches", 1), ("bootstrap", 0), ("replicates", 1)):
             check_int(name, getattr(self, name), low=low)
+        check_int("seed", self.seed, low=0, high=2**63 - 1)  # torch's generators take a signed 64-bit seed
         check_real("step_size", self.step_size, low=0.0, low_inclusive=False)
         check_loss_options("flash_reinforce", {"delta": self.delta}, "options")
         check_choice("loss_algorithm", self.loss_algorithm, ALGORITHMS)
