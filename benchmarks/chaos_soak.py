@@ -8,7 +8,13 @@ SIGKILLs, by PID and from outside, at random moments (``--gap`` seconds apart, s
 - ``engine``: one ``ray::EngineActor`` process (the run replaces it and re-queues its call);
 - ``learner``: one learner rank (torchrun stops the other; this script, as a supervisor would, starts the run
   again with ``--resume`` from its last checkpoint);
-- ``group``: the whole process group (torchrun, both ranks, Ray), then ``--resume`` likewise.
+- ``group``: the whole job at once (torchrun and both ranks, each in a session of its own), then ``--resume``
+  likewise.
+
+The Ray cluster is started once, by this script (``ray start --head`` in a temp dir of its own), and each attempt
+joins it with ``--ray-address auto``: on the 2 shared cores at load 16 a local cluster started by the run timed
+out in Ray's fixed 30 s raylet registration five attempts in a row (notes/i41.md), and a cluster outliving its
+jobs is also how a real deployment runs. The engine actors die with their driver and are rebuilt by the next.
 
 Then it stops the run, resumes it one last time for 2 more updates to a clean finish, and checks:
 
@@ -53,12 +59,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from tests.scale.fleet_drill import command_line, descendants, engine_actor_pids, environment  # noqa: E402
+from tests.scale.fleet_drill import command_line, descendants, environment  # noqa: E402
 
 SETS = ("model.dtype=float64", "loop.placement=ray", "loop.mode=async", "loop.num_workers=2",
         "learner.parallel=fsdp", "warmup.steps=10", "train.batch_size=16", "loop.trajectories_per_call=8",
         "loop.queue_size=16", "data.num_test=16", "eval.every=10", "log.checkpoint_every=3", "log.progress=false",
-        "log.curves=false", "train.process_group_timeout_s=300", "train.updates=1000000")
+        "log.curves=false", "train.process_group_timeout_s=300", "train.updates=1000000", "loop.ray_address=auto")
 """The soak's run (besides ``--config tiny_cpu --out``); the last resume overrides ``train.updates``."""
 KINDS = ("engine", "learner", "group")
 REPLAY_TOLERANCE = 1e-9
@@ -174,6 +180,48 @@ def _checkpoint_version(out: Path) -> int | None:
     return int(torch.load(path, weights_only=True)["version"]) if path.exists() else None
 
 
+def start_cluster(ray_tmp: str, tries: int = 5) -> None:
+    """``ray start --head`` with its temp dir in ``ray_tmp`` (where ``--ray-address auto`` finds it)."""
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp}
+    env.pop("RAY_ADDRESS", None)
+    ray = str(Path(sys.executable).with_name("ray"))
+    for _ in range(tries):
+        done = subprocess.run([ray, "start", "--head", "--port", _free_port(), "--num-cpus", "4",
+                               "--include-dashboard=false", "--disable-usage-stats"], env=env, capture_output=True,
+                              text=True, timeout=600)
+        if done.returncode == 0:
+            return
+        _kill_tagged(ray_tmp, None)
+    raise RuntimeError(f"ray start failed {tries} times: {done.stderr[-2000:]}")
+
+
+def _tagged(ray_tmp: str, attempt: int | None) -> list[int]:
+    """Processes whose environment carries this soak's Ray temp dir (and ``attempt``'s tag, unless None)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            env = environment(int(entry.name))
+            if env.get("RAY_TMPDIR") == ray_tmp and (attempt is None or env.get(ATTEMPT) == str(attempt)):
+                found.append(int(entry.name))
+    return found
+
+
+def _kill_tagged(ray_tmp: str, attempt: int | None) -> int:
+    killed = 0
+    for pid in _tagged(ray_tmp, attempt):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except ProcessLookupError:
+            pass
+    return killed
+
+
+def engine_actors(ray_tmp: str) -> list[int]:
+    """The ``ray::EngineActor`` processes of this soak's cluster."""
+    return [p for p in _tagged(ray_tmp, None) if command_line(p).startswith("ray::EngineActor")]
+
+
 class Run:
     """The run's attempts: launched, watched and killed (by PID, from outside) by the supervisor."""
 
@@ -203,32 +251,27 @@ class Run:
                 and not command_line(p).startswith("ray::")]
 
     def kill_group(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        """SIGKILL torchrun and every process below it at once (the ranks run in sessions of their own, so
+        ``killpg`` of torchrun's group would leave them running)."""
+        for pid in [self.process.pid, *descendants(self.process.pid)]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.process.wait()
 
     def reap(self) -> int:
         """Record the exit, then SIGKILL what the attempt left running (Ray processes orphaned by a kill)."""
         code = self.process.wait()
         self.exits.append({"attempt": self.attempt, "code": code})
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
-                env = environment(int(entry.name))
-                if env.get("RAY_TMPDIR") == self.ray_tmp and env.get(ATTEMPT) == str(self.attempt):
-                    self.leftovers += 1
-                    try:
-                        os.kill(int(entry.name), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+        self.leftovers += _kill_tagged(self.ray_tmp, self.attempt)
         return code
 
 
 def _inject(run: Run, kind: str, rng: random.Random) -> int | None:
     """SIGKILL by PID; the PID killed (None if there was nothing of that kind to kill)."""
     if kind == "engine":
-        pids = engine_actor_pids(run.process.pid)
+        pids = engine_actors(run.ray_tmp)
     elif kind == "learner":
         pids = run.learner_pids()
     else:
@@ -251,6 +294,7 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float]) -> dict
     for old in out.parent.glob(f"{out.name}-attempt*.log"):
         old.unlink()
     ray_tmp = tempfile.mkdtemp(prefix="ray-soak-", dir="/tmp")
+    start_cluster(ray_tmp)
     run, faults, arrivals = Run(out, ray_tmp), [], []
     launched = time.monotonic()
     run.launch()
@@ -292,6 +336,7 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float]) -> dict
     finally:
         if run.process.poll() is None:
             run.kill_group()
+        _kill_tagged(ray_tmp, None)  # the cluster this soak started (never `ray stop`: it stops every cluster here)
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 

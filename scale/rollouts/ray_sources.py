@@ -129,7 +129,7 @@ class RayRollouts:
         self._ray = ray
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            ray.init(address=ray_address(address), include_dashboard=False, log_to_driver=False)
+            _start_ray(ray, ray_address(address))
         self._remote = ray.remote(max_restarts=0, max_task_retries=0, num_cpus=0)(EngineActor)
         self.builders, self._arguments = list(build_engines), (tokenizer, settings)
         self.actors: list[Any] = [self._remote.remote(build, tokenizer, settings, crash_on_call if i == 0 else None)
@@ -284,6 +284,23 @@ class RayRollouts:
         self.starting.clear()
         if self._started_ray:
             self._ray.shutdown()
+
+
+RAY_START_TRIES = 3
+"""Tries to start a local Ray cluster: Ray gives its raylet a fixed 30 s to register, which a machine under heavy
+load (2 cores at load 16, notes/i41.md) missed several times in a row."""
+
+
+def _start_ray(ray: Any, address: str) -> None:
+    """``ray.init(address)``; a local cluster whose node timed out during start-up is started again."""
+    for attempt in range(1, RAY_START_TRIES + 1):
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as error:  # Ray raises a bare Exception for this
+            if address != "local" or "timed out during startup" not in str(error) or attempt == RAY_START_TRIES:
+                raise
+            ray.shutdown()
 
 
 def ray_address(address: str | None) -> str:

@@ -31,6 +31,8 @@ BUILTIN_WARMUP_STEPS = 300
 """Supervised warm-up steps on the bundled arithmetic task when ``warmup.steps`` is null."""
 PLACEMENTS = ("threads", "ray")
 ENGINE_NAMES = ("transformers", "vllm")
+MODEL_DTYPES = ("float32", "bfloat16", "float16", "float64", "auto")
+"""``model.dtype``: a torch floating dtype; ``auto`` (the checkpoint's) for pretrained models only."""
 """The names of :data:`scale.run.build.ENGINES` (here, so that a config is checked without building anything)."""
 
 
@@ -59,6 +61,20 @@ class ModelConfig:
             check_int(name, getattr(self, name), low=1)
         if self.name == "tiny":
             check_divisible("hidden_size", self.hidden_size, by="num_heads", divisor=self.num_heads)
+        check_choice("dtype", self.dtype, MODEL_DTYPES if self.name != "tiny" else MODEL_DTYPES[:-1])
+        _check_device(self.device)
+
+
+def _check_device(device: object) -> None:
+    """``model.device`` names a torch device (``cpu``, ``cuda``, ``cuda:1``); found by the config fuzz: an empty
+    one crashed in ``model.to`` with a traceback."""
+    import torch
+
+    check_str("device", device)
+    try:
+        torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"device must name a torch device such as cpu or cuda; got {device!r} ({error})") from None
 
 
 @dataclass(frozen=True)
