@@ -31,6 +31,9 @@ BUILTIN_WARMUP_STEPS = 300
 """Supervised warm-up steps on the bundled arithmetic task when ``warmup.steps`` is null."""
 PLACEMENTS = ("threads", "ray")
 ENGINE_NAMES = ("transformers", "vllm")
+MAX_LEARNING_RATE = 1.0
+"""AdamW moves each weight by about the learning rate per step: above 1 the weights blow up to NaN within a few
+steps and the engine then crashes sampling (found by the config fuzz: ``warmup.learning_rate: 230758``)."""
 MODEL_DTYPES = ("float32", "bfloat16", "float16", "float64", "auto")
 """``model.dtype``: a torch floating dtype; ``auto`` (the checkpoint's) for pretrained models only."""
 """The names of :data:`scale.run.build.ENGINES` (here, so that a config is checked without building anything)."""
@@ -121,7 +124,7 @@ class WarmupConfig:
         if self.steps is not None:
             check_int("steps", self.steps, low=0)
         check_int("batch_size", self.batch_size, low=1)
-        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
+        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False, high=MAX_LEARNING_RATE)
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,7 @@ class UpdateConfig:
         if self.microbatch_size is not None:
             check_int("microbatch_size", self.microbatch_size, low=1)
         check_int("lr_warmup_updates", self.lr_warmup_updates, low=0)
-        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
+        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False, high=MAX_LEARNING_RATE)
         check_real("weight_decay", self.weight_decay, low=0.0)
         if self.max_grad_norm is not None:
             check_real("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
