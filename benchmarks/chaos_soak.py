@@ -61,11 +61,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from tests.scale.fleet_drill import command_line, descendants, environment  # noqa: E402
 
-SETS = ("model.dtype=float64", "loop.placement=ray", "loop.mode=async", "loop.num_workers=2",
-        "learner.parallel=fsdp", "warmup.steps=10", "train.batch_size=16", "loop.trajectories_per_call=8",
-        "loop.queue_size=16", "data.num_test=16", "eval.every=10", "log.checkpoint_every=3", "log.progress=false",
-        "log.curves=false", "train.process_group_timeout_s=300", "train.updates=1000000", "loop.ray_address=auto")
-"""The soak's run (besides ``--config tiny_cpu --out``); the last resume overrides ``train.updates``."""
+SETS = ("model.dtype=float64", "loop.mode=async", "loop.num_workers=2", "learner.parallel=fsdp",
+        "data.max_operand=9", "warmup.steps=40", "train.learning_rate=1e-3", "train.batch_size=16",
+        "loop.trajectories_per_call=8", "loop.queue_size=16", "data.num_test=16", "eval.every=10", "log.checkpoint_every=3", "log.progress=false",
+        "log.curves=false", "train.process_group_timeout_s=300", "train.updates=1000000")
+PLACEMENT_SETS = {"ray": ("loop.placement=ray", "loop.ray_address=auto"), "threads": ("loop.placement=threads",)}
+"""``threads`` (engine threads, no engine kills): a dry run of the machinery where Ray cannot start."""
+"""The soak's run (besides ``--config tiny_cpu --out``); the last resume overrides ``train.updates``. One-digit
+products after 40 warm-up steps give most batches mixed rewards, so most updates move the weights (with 10 steps
+on the preset's task every reward was 0 and every update a no-op: a replay could not tell anything apart)."""
 KINDS = ("engine", "learner", "group")
 REPLAY_TOLERANCE = 1e-9
 """Largest |replayed − checkpointed| weight allowed (float64; one update moves some weight by ~1e-4)."""
@@ -167,6 +171,13 @@ def _top(out: Path) -> int:
     return max((r["update"] for r in _rows(out)), default=-1)
 
 
+def _progress(out: Path, attempt: int) -> int:
+    """The last update ``attempt`` recorded (its ledger entry is written at the step; metrics rows are flushed
+    at checkpoints only), -1 before its first."""
+    names = (out / LEDGER).glob(f"a{attempt:03d}-u*.pt")
+    return max((int(path.stem.split("-u")[1]) for path in names), default=-1)
+
+
 def _free_port() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -225,8 +236,9 @@ def engine_actors(ray_tmp: str) -> list[int]:
 class Run:
     """The run's attempts: launched, watched and killed (by PID, from outside) by the supervisor."""
 
-    def __init__(self, out: Path, ray_tmp: str) -> None:
+    def __init__(self, out: Path, ray_tmp: str, placement: str = "ray") -> None:
         self.out, self.ray_tmp, self.attempt, self.process = out, ray_tmp, -1, None
+        self.sets = (*SETS, *PLACEMENT_SETS[placement])
         self.exits: list[dict] = []
         self.leftovers = 0
 
@@ -236,7 +248,7 @@ class Run:
         command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
                    "--master-port", _free_port(), str(Path(__file__).resolve()), "worker", str(self.out / LEDGER),
                    "--", "train", "--config", "tiny_cpu", "--out", str(self.out),
-                   *[x for s in (*SETS, *extra) for x in ("--set", s)], *(["--resume"] if resume else [])]
+                   *[x for s in (*self.sets, *extra) for x in ("--set", s)], *(["--resume"] if resume else [])]
         env = {**os.environ, ATTEMPT: str(self.attempt), "RAY_TMPDIR": self.ray_tmp,
                "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         env.pop("RAY_ADDRESS", None)
@@ -244,7 +256,7 @@ class Run:
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
         log.close()
-        self.started, self.start_top = time.monotonic(), _top(self.out)
+        self.started = time.monotonic()
 
     def learner_pids(self) -> list[int]:
         return [p for p in descendants(self.process.pid) if "chaos_soak.py worker" in command_line(p)
@@ -286,7 +298,7 @@ def _inject(run: Run, kind: str, rng: random.Random) -> int | None:
     return pid
 
 
-def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float]) -> dict:
+def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float], placement: str = "ray") -> dict:
     """Run, inject faults for ``seconds`` after the first RL update, stop, finish cleanly; the report."""
     rng = random.Random(seed)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -294,8 +306,10 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float]) -> dict
     for old in out.parent.glob(f"{out.name}-attempt*.log"):
         old.unlink()
     ray_tmp = tempfile.mkdtemp(prefix="ray-soak-", dir="/tmp")
-    start_cluster(ray_tmp)
-    run, faults, arrivals = Run(out, ray_tmp), [], []
+    if placement == "ray":
+        start_cluster(ray_tmp)
+    kinds = KINDS if placement == "ray" else KINDS[1:]
+    run, faults, arrivals = Run(out, ray_tmp, placement), [], []
     launched = time.monotonic()
     run.launch()
     deadline = next_fault = None
@@ -305,23 +319,23 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float]) -> dict
             now = time.monotonic()
             if run.process.poll() is not None:  # killed, or failed by itself (Ray's start-up timed out under load)
                 run.reap()
-                failures = failures + 1 if _top(out) <= run.start_top else 0
+                failures = failures + 1 if _progress(out, run.attempt) < 0 else 0
                 if failures > MAX_FAILED_STARTS:
                     raise RuntimeError(f"{failures} attempts in a row trained nothing; see {out}-attempt*.log")
                 run.launch()
                 continue
-            new_top = _top(out)
+            new_top = _progress(out, run.attempt)
             if new_top > top:
-                arrivals.append((now, new_top))
+                arrivals.append((now, new_top, run.attempt))
                 for fault in faults:
                     if fault["recovered_s"] is None and new_top > fault["update"]:
                         fault["recovered_s"] = now - fault["at"]
             top = new_top
             if deadline is None and top >= 1:
                 deadline, next_fault = now + seconds, now + rng.uniform(*gap)
-            up = top > run.start_top  # the current attempt has trained since it started
+            up = top >= 0  # the current attempt has trained since it started
             if next_fault is not None and now >= next_fault and up:
-                kind = rng.choice(KINDS)
+                kind = rng.choice(kinds)
                 pid = _inject(run, kind, rng)
                 if pid is not None:
                     faults.append({"kind": kind, "pid": pid, "attempt": run.attempt, "update": top, "at": now,
@@ -332,7 +346,9 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float]) -> dict
                 faults[-1]["escalated"] = True  # the run did not stop by itself: as a supervisor would
                 run.kill_group()
             time.sleep(0.2)
-        return _finish(run, faults, arrivals, seconds, seed, ray_tmp, launched)
+        report = _finish(run, faults, arrivals, seconds, seed, ray_tmp, launched)
+        report["placement"] = placement
+        return report
     finally:
         if run.process.poll() is None:
             run.kill_group()
@@ -361,7 +377,7 @@ def _finish(run: Run, faults: list, arrivals: list, seconds: float, seed: int, r
     report = {"seconds": seconds, "seed": seed, "wall_s": now - launched, "attempts": run.attempt + 1,
               "final_exit": code, "exits": run.exits, "leftover_processes_killed": run.leftovers,
               "median_update_s": interval, "faults": [{k: v for k, v in f.items() if k != "at"} for f in faults]}
-    report["checks"] = check(out, version + 2) if code == 0 else {"final_resume": False}
+    report["checks"] = check(out, version + 2, run.sets) if code == 0 else {"final_resume": False}
     (out / "chaos_report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
 
@@ -369,7 +385,7 @@ def _finish(run: Run, faults: list, arrivals: list, seconds: float, seed: int, r
 def _median_interval(arrivals: list, faults: list) -> float:
     """Median seconds between consecutive new updates, away from faults (a fault's stall excluded)."""
     windows = [(f["at"], f["at"] + (f["recovered_s"] or 0.0)) for f in faults]
-    gaps = [b[0] - a[0] for a, b in zip(arrivals, arrivals[1:]) if b[1] == a[1] + 1
+    gaps = [b[0] - a[0] for a, b in zip(arrivals, arrivals[1:]) if b[1] == a[1] + 1 and b[2] == a[2]
             and not any(lo <= b[0] and a[0] <= hi for lo, hi in windows)]
     return statistics.median(gaps) if gaps else float("nan")
 
@@ -407,14 +423,14 @@ def history(entries: list[dict], final_hash: str, final_update: int, initials: d
     return chain[::-1]
 
 
-def check(out: Path, updates: int) -> dict:
+def check(out: Path, updates: int, sets: tuple[str, ...] = SETS) -> dict:
     """The ledger, the replay and the metrics checks of the finished run (each a bool, with its numbers)."""
     entries, initials = _ledger(out)
     attempts: dict[int, list[int]] = {}
     for entry in entries:
         attempts.setdefault(entry["attempt"], []).append(entry["update"])
     per_attempt_once = all(u == list(range(u[0], u[0] + len(u))) for u in attempts.values())
-    model, _ = _checkpoint_model(out)
+    model, _ = _checkpoint_model(out, sets)
     final_hash = weights_hash(model)
     try:
         chain = history(entries, final_hash, updates, initials)
@@ -424,7 +440,7 @@ def check(out: Path, updates: int) -> dict:
     ids = [(r["group_id"], sum(1 for q in e["rollouts"][:i] if q["group_id"] == r["group_id"]))
            for e in chain for i, r in enumerate(e["rollouts"])]
     stale_ok = all(0 <= r["version"] < e["update"] for e in chain for r in e["rollouts"])
-    replay = _replay(out, chain, initials[chain[0]["before"]], model)
+    replay = _replay(chain, initials[chain[0]["before"]], model, sets)
     metrics = _metrics_ok(out, updates)
     checks = {"chain": [e["update"] for e in chain] == list(range(1, updates + 1)), "updates": updates,
               "ledger_entries": len(entries), "discarded_entries": len(entries) - len(chain),
@@ -437,13 +453,13 @@ def check(out: Path, updates: int) -> dict:
     return checks
 
 
-def _config(updates: int) -> Any:
+def _config(updates: int, sets: tuple[str, ...] = SETS) -> Any:
     from scale.run.config import load_config, resolve_config_path
 
-    return load_config(resolve_config_path("tiny_cpu"), [*SETS, f"train.updates={max(updates, 1)}"])
+    return load_config(resolve_config_path("tiny_cpu"), [*sets, f"train.updates={max(updates, 1)}"])
 
 
-def _checkpoint_model(out: Path) -> tuple[Any, Any]:
+def _checkpoint_model(out: Path, sets: tuple[str, ...]) -> tuple[Any, Any]:
     """The final checkpoint's model, gathered into one process (the FSDP shards resharded by DCP)."""
     import torch
 
@@ -451,21 +467,18 @@ def _checkpoint_model(out: Path) -> tuple[Any, Any]:
     from scale.run.build import build
 
     state = torch.load(out / "checkpoint" / "state.pt", weights_only=True)
-    parts = build(_config(int(state["version"])))
+    parts = build(_config(int(state["version"]), sets))
     load_sharded(str(out / state["sharded"]), parts.model, parts.optimizer)
     return parts.model, parts
 
 
-def _replay(out: Path, chain: list[dict], initial: dict, checkpointed: Any) -> dict:
-    """Apply the chain's batches to the warmed-up weights with a fresh optimizer, in one process."""
-
+def _replay(chain: list[dict], initial: dict, checkpointed: Any, sets: tuple[str, ...]) -> dict:
+    """Apply the chain's batches to the warmed-up weights with a fresh optimizer, in one process; and the same
+    with the last update that has a gradient (mixed rewards) left out, or applied twice."""
     from scale.rollouts.trajectory import Rollout, Trajectory
     from scale.run.build import build
 
-    parts = build(_config(len(chain)))
-    parts.model.load_state_dict(initial)
-
-    def step(entry: dict) -> None:
+    def step(parts: Any, entry: dict) -> None:
         rollouts = [Rollout(Trajectory(r["prompt_ids"], r["token_ids"], r["action_mask"], r["log_probs"],
                                        r["finish_reason"], r["version"], r["num_tool_calls"]), None, r["reward"],
                             r["group_id"], "") for r in entry["rollouts"]]
@@ -475,16 +488,21 @@ def _replay(out: Path, chain: list[dict], initial: dict, checkpointed: Any) -> d
     def distance(a: dict, b: dict) -> float:
         return max(float((a[k] - b[k]).abs().max()) for k in a)
 
+    def replay(entries: list[dict]) -> float:
+        parts = build(_config(len(chain), sets))  # a fresh optimizer and schedule
+        parts.model.load_state_dict(initial)
+        for entry in entries:
+            step(parts, entry)
+        return distance(parts.model.state_dict(), target)
+
     target = {k: v.detach().clone() for k, v in checkpointed.state_dict().items()}
-    for entry in chain[:-1]:
-        step(entry)
-    lost = distance({k: v.detach().clone() for k, v in parts.model.state_dict().items()}, target)
-    step(chain[-1])
-    mismatch = distance(parts.model.state_dict(), target)
-    step(chain[-1])  # the last update applied twice
-    repeated = distance(parts.model.state_dict(), target)
-    return {"replay_max_abs_diff": mismatch, "replay_last_update_lost_diff": lost,
-            "replay_last_update_repeated_diff": repeated, "replay_tolerance": REPLAY_TOLERANCE,
+    mixed = [i for i, e in enumerate(chain) if len({r["reward"] for r in e["rollouts"]}) > 1]
+    k = mixed[-1] if mixed else len(chain) - 1  # the last update with a gradient (mixed rewards)
+    lost = replay(chain[:k] + chain[k + 1:])
+    repeated = replay(chain[:k + 1] + chain[k:])
+    mismatch = replay(chain)
+    return {"replay_probe_update": chain[k]["update"], "replay_max_abs_diff": mismatch,
+            "replay_last_update_lost_diff": lost, "replay_last_update_repeated_diff": repeated, "replay_tolerance": REPLAY_TOLERANCE,
             "replay_matches": mismatch <= REPLAY_TOLERANCE,
             "replay_sensitive": min(lost, repeated) > 1000 * REPLAY_TOLERANCE}
 
@@ -534,12 +552,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=600.0, help="fault window after the first RL update")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gap", type=float, nargs=2, default=(15.0, 45.0), help="seconds between faults (uniform)")
+    parser.add_argument("--placement", choices=list(PLACEMENT_SETS), default="ray",
+                        help="ray (the soak); threads: a dry run without Ray and without engine kills")
     parser.add_argument("--markdown", type=Path, default=None, help="print the table of a saved chaos_report.json")
     args = parser.parse_args(argv)
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
         return 0
-    report = soak(args.out, args.seconds, args.seed, tuple(args.gap))
+    report = soak(args.out, args.seconds, args.seed, tuple(args.gap), args.placement)
     print(json.dumps(report, indent=2))
     print(markdown(report))
     return 0 if report["checks"].get("passed") else 1
