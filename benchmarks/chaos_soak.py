@@ -62,7 +62,7 @@ if str(ROOT) not in sys.path:
 from tests.scale.fleet_drill import command_line, descendants, environment  # noqa: E402
 
 SETS = ("model.dtype=float64", "loop.mode=async", "loop.num_workers=2", "learner.parallel=fsdp",
-        "data.max_operand=9", "warmup.steps=40", "train.learning_rate=1e-3", "train.batch_size=16",
+        "data.max_operand=9", "data.num_train=84", "warmup.steps=40", "train.learning_rate=1e-3", "train.batch_size=16",
         "loop.trajectories_per_call=8", "loop.queue_size=16", "data.num_test=16", "eval.every=10",
         "log.checkpoint_every=3", "log.progress=false", "log.curves=false", "train.process_group_timeout_s=300",
         "train.updates=1000000")
