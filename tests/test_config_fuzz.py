@@ -29,6 +29,8 @@ pytestmark = pytest.mark.slow
 EXAMPLES = 200
 SECONDS = 60
 """The alarm on one command (the tiny budgets take a second or two; scale's first run imports transformers)."""
+REPRODUCE_SECONDS = 300
+"""The alarm on ``flashsim reproduce C1 --smoke`` (7 s of CPU; 61 s wall on the 2 shared cores at load 25)."""
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -63,10 +65,10 @@ def _alarm(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-def _invoke(main, argv: list[str]) -> tuple[int, str]:
+def _invoke(main, argv: list[str], seconds: int = SECONDS) -> tuple[int, str]:
     """Run ``main(argv)`` in-process; the exit status and what it wrote to stderr."""
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), _alarm(SECONDS):
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), _alarm(seconds):
         try:
             code = main(argv)
         except SystemExit as exit_:  # argparse
@@ -274,7 +276,7 @@ def test_flashsim_reproduce_runs_or_exits_2_naming_the_argument(claims, option, 
         argv = ["reproduce", *claims, "--smoke", "--no-progress", "--out", value if option == "--out" else str(out)]
         argv += [] if option == "--out" else [option, value]
         argv += [] if option == "--jobs" else ["--jobs", "1"]
-        code, err = _invoke(main, argv)
+        code, err = _invoke(main, argv, REPRODUCE_SECONDS)
         OUTCOMES.setdefault("flashsim reproduce", []).append(code)
         assert code in (0, 2), (code, err[-2000:])
         if code == 2:
