@@ -76,6 +76,8 @@ REPLAY_TOLERANCE = 1e-9
 """Largest |replayed − checkpointed| weight allowed (float64; one update moves some weight by ~1e-4)."""
 ATTEMPT = "CHAOS_SOAK_ATTEMPT"
 LEDGER = "ledger"
+RECOVERY_WAIT_S = 300.0
+"""After the fault window, how long the soak waits for the last faults' recoveries (to time them)."""
 MAX_FAILED_STARTS = 5
 """Attempts in a row that train nothing before the soak gives up (Ray's node start can time out under load)."""
 STOP_BOUND_S = 240.0
@@ -316,7 +318,8 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float], placeme
     deadline = next_fault = None
     top, failures = -1, 0
     try:
-        while deadline is None or time.monotonic() < deadline:
+        while deadline is None or time.monotonic() < deadline or (
+                any(f["recovered_s"] is None for f in faults) and time.monotonic() < deadline + RECOVERY_WAIT_S):
             now = time.monotonic()
             if run.process.poll() is not None:  # killed, or failed by itself (Ray's start-up timed out under load)
                 run.reap()
@@ -335,7 +338,7 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float], placeme
             if deadline is None and top >= 1:
                 deadline, next_fault = now + seconds, now + rng.uniform(*gap)
             up = top >= 0  # the current attempt has trained since it started
-            if next_fault is not None and now >= next_fault and up:
+            if next_fault is not None and now >= next_fault and up and now < deadline:
                 kind = rng.choice(kinds)
                 pid = _inject(run, kind, rng)
                 if pid is not None:
