@@ -553,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "worker":
         return worker(Path(argv[1]), argv[3:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="run directory (replaced)")
+    parser.add_argument("--out", type=Path, default=None, help="run directory (replaced); required unless --markdown")
     parser.add_argument("--seconds", type=float, default=600.0, help="fault window after the first RL update")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gap", type=float, nargs=2, default=(15.0, 45.0), help="seconds between faults (uniform)")
@@ -564,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
         return 0
+    if args.out is None:
+        parser.error("--out is required (unless --markdown)")
     report = soak(args.out, args.seconds, args.seed, tuple(args.gap), args.placement)
     print(json.dumps(report, indent=2))
     print(markdown(report))
