@@ -537,8 +537,9 @@ def markdown(report: dict) -> str:
     recovered = sum(f["recovered_s"] is not None for f in report["faults"])
     verdict = "nothing lost or repeated" if c.get("passed") else "CHECKS FAILED"
     lines += ["", f"{len(report['faults'])} faults ({', '.join(f'{n} {k}' for k, n in kinds.items())}) in "
-              f"{report['seconds']:.0f} s, {recovered} timed recoveries, {report['attempts']} attempts (a resume each "
-              f"after a learner or group kill or a failed start), {report['leftover_processes_killed']} orphaned "
+              f"{report['seconds']:.0f} s, {recovered} timed recoveries, {report['attempts']} launches (the first, a "
+              f"resume after each learner or group kill or failed start, the final 2-update resume), "
+              f"{report['leftover_processes_killed']} orphaned "
               f"processes killed; median {report['median_update_s']:.2f} s per update between faults. "
               f"Final run: {c.get('updates')} updates, {c.get('trajectories')} trajectories, "
               f"{c.get('discarded_entries')} ledger entries discarded (updates redone after a resume). "
