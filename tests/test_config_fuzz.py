@@ -138,7 +138,8 @@ class Case:
 
     def run(self, key: str, text: str, channel: str) -> None:
         folder = Path(tempfile.mkdtemp(prefix="fuzz-"))
-        out = folder / "run"
+        out, here = folder / "run", os.getcwd()
+        os.chdir(folder)  # a relative path a value names (warmup.cache: 1000000 is a folder) lands in the temp folder
         try:
             config = dict(self.base)
             sets = []
@@ -154,6 +155,7 @@ class Case:
             OUTCOMES.setdefault(self.name, []).append(code)
             _check(code, err, key, out)
         finally:
+            os.chdir(here)
             shutil.rmtree(folder, ignore_errors=True)
 
 
