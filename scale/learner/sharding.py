@@ -136,10 +136,23 @@ def load_sharded(path: str, model: torch.nn.Module, optimizer: torch.optim.Optim
     """Restore :func:`save_sharded`'s directory into ``model`` and ``optimizer``, whatever the number of ranks
     that wrote it (DCP reshards)."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
+    )
 
     reader = safe_reader(path)
-    reader.read_metadata()  # refuse bad metadata here, with its own error (DCP would wrap it in an assertion)
+    metadata = reader.read_metadata()  # refuse bad metadata here, with its own error (DCP wraps it in an assertion)
+    if not any(key.startswith("optimizer.state.") for key in metadata.state_dict_metadata):
+        # Saved before the optimizer's first step (the checkpoint after the warm-up, whose gradients kept DCP from
+        # initialising the state): the model only, the optimizer stays as fresh as it was. get_state_dict would
+        # initialise this optimizer's state and then find no such keys in the checkpoint.
+        model_state = get_model_state_dict(model)
+        dcp.load({"model": model_state}, storage_reader=reader)
+        set_model_state_dict(model, model_state)
+        return
     model_state, optimizer_state = get_state_dict(model, optimizer)
     state = {"model": model_state, "optimizer": optimizer_state}
     dcp.load(state, storage_reader=reader)

@@ -2,7 +2,8 @@
 
 :class:`RayRollouts` offers the same two methods as :class:`scale.rollouts.sources.AsyncRollouts`
 (``next_batch(num_trajectories)`` and ``publish(model, version)``), but each engine lives in its own
-Ray actor process (``ray.init()`` starts a local cluster; ``address=`` joins an existing one). The
+Ray actor process (a local cluster of its own, ``ray.init(address="local")``, unless ``address=`` names one to
+join; ``"auto"`` means what Ray means: the cluster of the last ``ray start`` or one running here). The
 driver (learner rank 0) keeps one ``collect`` call in flight per actor while it trains, so sampling and
 learning overlap exactly as with threads; the policy lag is measured per trajectory as before.
 
@@ -101,7 +102,10 @@ class RayRollouts:
         prompts_per_call: prompts per actor call.
         queue_size: most finished groups waiting for the learner; with one call in flight per actor it
             bounds the lag, as the queue of the threaded loop does.
-        address: a Ray cluster to join (``None``: start a local one, or use the one already running).
+        address: a Ray cluster to join (``"auto"``: Ray's discovery, see the module docstring); ``None`` starts a
+            local cluster, never joining a recorded one: ``ray.init(address=None)`` would connect to the address of
+            the last ``ray start`` in Ray's temp dir (``ray_current_cluster``) and block there if that cluster is
+            gone, or follow ``$RAY_ADDRESS``.
         max_restarts: replacements of an engine's actor in a row without a delivered call before the
             engine is given up.
         fleet_timeout_s: raise :class:`RolloutFleetError` when no call was delivered for this long
@@ -125,7 +129,7 @@ class RayRollouts:
         self._ray = ray
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            _start_ray(ray, ray_address(address))
         self._remote = ray.remote(max_restarts=0, max_task_retries=0, num_cpus=0)(EngineActor)
         self.builders, self._arguments = list(build_engines), (tokenizer, settings)
         self.actors: list[Any] = [self._remote.remote(build, tokenizer, settings, crash_on_call if i == 0 else None)
@@ -280,6 +284,29 @@ class RayRollouts:
         self.starting.clear()
         if self._started_ray:
             self._ray.shutdown()
+
+
+RAY_START_TRIES = 3
+"""Tries to start a local Ray cluster: Ray gives its raylet a fixed 30 s to register, which a machine under heavy
+load (2 cores at load 16, notes/i41.md) missed several times in a row."""
+
+
+def _start_ray(ray: Any, address: str) -> None:
+    """``ray.init(address)``; a local cluster whose node timed out during start-up is started again."""
+    for attempt in range(1, RAY_START_TRIES + 1):
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as error:  # Ray raises a bare Exception for this
+            if address != "local" or "timed out during startup" not in str(error) or attempt == RAY_START_TRIES:
+                raise
+            ray.shutdown()
+
+
+def ray_address(address: str | None) -> str:
+    """What :class:`RayRollouts` passes to ``ray.init``: ``address`` when set, else ``"local"`` (a cluster of its
+    own; ``None`` would make Ray read a possibly stale ``ray_current_cluster`` record or ``$RAY_ADDRESS``)."""
+    return "local" if address is None else address
 
 
 def _error_line(error: BaseException) -> str:

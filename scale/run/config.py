@@ -38,6 +38,11 @@ ENGINES: dict[str, str] = {
 ``(config, model, tokenizer, seed) -> RolloutEngine`` (:func:`scale.run.build.build_engine` imports it when it
 builds one, so checking a config imports no engine). A new engine is its file (the engine and its builder) and one
 row here."""
+MAX_LEARNING_RATE = 1.0
+"""AdamW moves each weight by about the learning rate per step: above 1 the weights blow up to NaN within a few
+steps and the engine then crashes sampling (found by the config fuzz: ``warmup.learning_rate: 230758``)."""
+MODEL_DTYPES = ("float32", "bfloat16", "float16", "float64", "auto")
+"""``model.dtype``: a torch floating dtype; ``auto`` (the checkpoint's) for pretrained models only."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,20 @@ class ModelConfig:
             check_int(name, getattr(self, name), low=1)
         if self.name == "tiny":
             check_divisible("hidden_size", self.hidden_size, by="num_heads", divisor=self.num_heads)
+        check_choice("dtype", self.dtype, MODEL_DTYPES if self.name != "tiny" else MODEL_DTYPES[:-1])
+        _check_device(self.device)
+
+
+def _check_device(device: object) -> None:
+    """``model.device`` names a torch device (``cpu``, ``cuda``, ``cuda:1``); found by the config fuzz: an empty
+    one crashed in ``model.to`` with a traceback."""
+    import torch
+
+    check_str("device", device)
+    try:
+        torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"device must name a torch device such as cpu or cuda; got {device!r} ({error})") from None
 
 
 @dataclass(frozen=True)
@@ -111,7 +130,7 @@ class WarmupConfig:
         if self.steps is not None:
             check_int("steps", self.steps, low=0)
         check_int("batch_size", self.batch_size, low=1)
-        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
+        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False, high=MAX_LEARNING_RATE)
 
 
 @dataclass(frozen=True)
@@ -202,7 +221,7 @@ class UpdateConfig:
         if self.microbatch_size is not None:
             check_int("microbatch_size", self.microbatch_size, low=1)
         check_int("lr_warmup_updates", self.lr_warmup_updates, low=0)
-        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False)
+        check_real("learning_rate", self.learning_rate, low=0.0, low_inclusive=False, high=MAX_LEARNING_RATE)
         check_real("weight_decay", self.weight_decay, low=0.0)
         if self.max_grad_norm is not None:
             check_real("max_grad_norm", self.max_grad_norm, low=0.0, low_inclusive=False)
@@ -245,7 +264,8 @@ class LoopConfig:
     """Capacity of the rollout queue in trajectories (a multiple of the group size); with the calls in
     flight it sets the policy lag."""
     ray_address: str | None = None
-    """``ray`` placement: address of a Ray cluster to join (null: start a local one)."""
+    """``ray`` placement: address of a Ray cluster to join (null: start a local one, never a recorded one;
+    ``auto``: Ray's discovery, the last ``ray start`` here)."""
     threads: int | None = 1
     """torch intra-op threads (null: torch's default). 1 lets the worker and learner use a core each."""
     max_restarts: int = 3

@@ -5,11 +5,32 @@ The whole folder is skipped when the ``scale`` extra (transformers, pyyaml) is n
 
 import contextlib
 import importlib.util
+import os
+import shutil
+import tempfile
 
 import pytest
 
 if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("yaml") is None:
     collect_ignore_glob = ["test_*.py"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_ray():
+    """Ray's temp dir is this session's own (``$RAY_TMPDIR``, inherited by the runs the tests start), and
+    ``$RAY_ADDRESS`` is unset: no test joins or reads the record of a cluster that another session, a helper
+    or an old ``ray start`` left on the machine. Short (under /tmp): Ray's socket paths must stay < 108 bytes."""
+    saved = {key: os.environ.get(key) for key in ("RAY_TMPDIR", "RAY_ADDRESS")}
+    folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    os.environ["RAY_TMPDIR"] = folder
+    os.environ.pop("RAY_ADDRESS", None)
+    yield folder
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -19,9 +19,9 @@ RESTART_BOUND_S = 60.0
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_cluster():
-    """One local Ray cluster for the module's tests (imported when a test runs, not at collection)."""
+    """One local Ray cluster of the module's own (imported when a test runs, not at collection)."""
     ray = pytest.importorskip("ray")
-    ray.init(include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

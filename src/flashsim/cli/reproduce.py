@@ -62,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:  # --out holds cells of another design
         print(f"flashsim reproduce: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # --out cannot be made or written (a name too long, a file in the way): config fuzz
+        print(f"flashsim reproduce: error: --out {str(args.out)!r}: {error.strerror or error}", file=sys.stderr)
+        return 2
     probed = [probe_design(design) for design in designs if design.probed]
     if probed:  # C1-C4: the gradient beside the training outcome, at the headline setting
         ran += run_sweep(probed, args.out, jobs=args.jobs, progress=not args.no_progress, run=probe_cell)

@@ -65,12 +65,14 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     try:
         config = sweep_config(args)
-        args.out.mkdir(parents=True, exist_ok=True)
+        if args.out.exists() and not args.out.is_dir():
+            raise ValueError(f"--out {str(args.out)!r} exists and is not a directory")
         started = time.perf_counter()
         rows = measure_sweep(config, progress=None if args.quiet else _progress)
     except (ImportError, ValueError, TypeError) as error:
         print(f"flashsim variance: error: {error}", file=sys.stderr)
         return 2
+    args.out.mkdir(parents=True, exist_ok=True)  # only now: a refused config leaves no directory behind
     elapsed = time.perf_counter() - started
     write_csv(rows, args.out / "variance.csv")
     atomic_write_text(args.out / "config.json", json.dumps({**to_dict(config), "seconds": elapsed}, indent=2) + "\n")

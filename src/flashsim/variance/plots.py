@@ -34,6 +34,12 @@ def _pyplot():
     return plt
 
 
+def _loggable(rows: Sequence[SweepRow], key: str) -> bool:
+    """Whether a log axis can show ``key``: some value is positive and finite (a diverged or zero-variance sweep
+    has none; matplotlib refuses a log axis then)."""
+    return any(0 < float(row[key]) < float("inf") for row in rows)
+
+
 def _varying(rows: Sequence[SweepRow], x: str) -> list[str]:
     """The grid axes other than ``x`` that take several values (they split the lines)."""
     return [axis for axis, (key, _) in AXES.items() if axis != x and len({row[key] for row in rows}) > 1]
@@ -61,7 +67,7 @@ def plot_metrics(rows: Sequence[SweepRow], path: Path | str, *, x: str = "lag", 
                 highs = [float(row[f"{key}_ci_high"]) for row in members]
                 axis.vlines(xs, lows, highs, color=f"C{index}", alpha=0.6, linewidth=2)
             axis.set_title(name, fontsize=10)
-            axis.set_yscale(scale)
+            axis.set_yscale(scale if scale != "log" or _loggable(rows, key) else "linear")
             axis.set_xlabel(label_x)
             axis.grid(alpha=0.3)
     if x == "budget":

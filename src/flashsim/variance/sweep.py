@@ -72,14 +72,18 @@ class SweepConfig:
         check_choice("policy", self.policy, ("tabular", "linear"))
         for name in ("estimators", "budgets", "group_sizes", "lags"):
             check_nonempty(name, getattr(self, name))
-        for estimator in self.estimators:
-            parse_estimator(estimator)
+        for index, estimator in enumerate(self.estimators):
+            try:
+                parse_estimator(estimator)
+            except (ValueError, TypeError) as error:  # the registry's message names its own argument, loss
+                raise type(error)(f"estimators[{index}]: {error}") from None
         check_int("steps", self.steps, low=0)
         for name, low, high in (("budgets", 1, None), ("group_sizes", 1, None), ("lags", 0, self.steps)):
             for index, value in enumerate(getattr(self, name)):
                 check_int(f"{name}[{index}]", value, low=low, high=high)
-        for name, low in (("batches", 1), ("seed", 0), ("bootstrap", 0), ("replicates", 1)):
+        for name, low in (("batches", 1), ("bootstrap", 0), ("replicates", 1)):
             check_int(name, getattr(self, name), low=low)
+        check_int("seed", self.seed, low=0, high=2**63 - 1)  # torch's generators take a signed 64-bit seed
         check_real("step_size", self.step_size, low=0.0, low_inclusive=False)
         check_instance("loss_options", self.loss_options, Mapping)
         names = [parse_estimator(e)[0] for e in self.estimators]
