@@ -6,8 +6,9 @@ Budget: UPDATES updates of BATCH rollouts at learning rate 1e-3 (the benchmark's
 temperature 1, seed 0. Evaluation: one sample per held-out prompt at temperature 1 (the quantity RL optimizes),
 before and after, with the same seeded sampler. One draw of 200 prompts varies by about ± 0.035 (SD,
 docs/performance.md), the difference of two draws by about ± 0.05, so the required gain MIN_GAIN = 0.1 is two of
-those. Measured (2026-12-06, this test's settings): seed 0 0.370 → 0.590 (84 s on a loaded 2-core machine), seed 1 0.365 → 0.560, seed 2 0.390 → 0.605; after 12 updates
-seed 0 gained only 0.075, after 24 it gained 0.245 (0.370 → 0.615), hence 20.
+those. Measured (2026-12-06, this test's settings): seed 0 0.370 → 0.590 (84 s on a loaded 2-core machine), seed 1
+0.365 → 0.560, seed 2 0.390 → 0.605; after 12 updates seed 0 gained only 0.075, after 24 it gained 0.245 (0.370 →
+0.615), hence 20.
 """
 
 import importlib.util

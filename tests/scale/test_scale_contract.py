@@ -27,11 +27,11 @@ def _imported_modules(path):
 
 PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.experiments.design",
           "flashsim.experiments.runner", "flashsim.experiments.analysis", "flashsim.experiments.report",
-          "flashsim.experiments.verdict")
+          "flashsim.experiments.verdict", "flashsim.integrations.trl")
 """flashsim's public modules for scale: the losses, and the one config mechanism, output path (curves.png
 included) and checks; and the claims machinery (designs, the resumable cell runner, summaries, the verdict rule with
 its level and Holm's adjustment, the results page), which the transformer claims (``scale/run/claims.py``,
-``scale/run/collapse.py``) reuse."""
+``scale/run/collapse.py``) reuse; and the TRL integration, which the smoke test ``scale/examples/gpu_smoke.py`` runs."""
 
 
 def test_scale_imports_flashsim_only_through_its_public_modules():
