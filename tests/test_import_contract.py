@@ -37,7 +37,7 @@ FORBIDDEN = {
     "src/flashsim/integrations": ("flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
                                   "flashsim.experiments", "flashsim.cli", "flashsim.testing", "toy_envs", "scale"),
     # scale/run/claims.py reuses the claims machinery (flashsim.experiments: designs, cell runner, summaries);
-    # tests/scale/test_scale_contract.py names the only modules of it that scale may import.
+    # tests/scale/test_scale_contract.py checks that scale imports only names flashsim.experiments exports.
     "scale": ("flashsim.sim", "flashsim.variance", "flashsim.cli", "flashsim.exact", "flashsim.policies", "toy_envs"),
 }
 

@@ -1,25 +1,25 @@
 """The paper's claims on a real transformer: pre-registered designs over ``scale``'s config, run by flashsim's
 claims machinery (issue 20).
 
-The designs, the cell store (one atomic JSON file per finished cell, resumed after SIGKILL with no cell lost
-or run twice), the parallel runner and the verdict rule (at the ceiling / supported / not supported /
-negligible / inconclusive, against a pre-registered smallest effect) are :mod:`flashsim.experiments`'s;
-this module adds what is specific to a transformer:
+The design type, the registry, the cell store (one atomic JSON file per finished cell, resumed after SIGKILL with
+no cell lost or run twice), the parallel runner and the verdict rule (at the ceiling / supported / not supported /
+negligible / inconclusive, against a pre-registered smallest effect) are :mod:`flashsim.experiments`'s; this
+module holds the designs, each a row of :data:`TRANSFORMER_DESIGNS` (a :class:`flashsim.experiments.Registry`,
+like the simulator's):
 
 - the task: the tiny CPU preset (a 2-layer character Llama, two-digit multiplication with a calculator,
   warm-up then RL) with a calculator that answers 30 % of the expressions wrong
   (``rollout.tool_error_rate``), so tool calls also occur in failed trajectories (``docs/transformer-pilot.md``);
 - pairing: every arm of a seed starts from the same warm-up (``warmup.cache`` in the output folder), so
   arms differ only after update 0;
-- the cell's measures (:data:`TRANSFORMER_CELL_METRICS`), read from the run's metrics rows;
 - the designs (:func:`build_transformer_design`) at three budgets: ``smoke`` (seconds, for tests), ``quick`` and
   ``full``:
   C1 (budget), C2 (gates under ``rollout.injected_lag``), C3 (aggregation, under a tighter token budget so that
-  truncation happens), C4 (signed vs positive-only) and C9 (tool collapse, on C1's two first arms);
-- shared cells: a cell's result depends on its config alone, so a config that several claims run (C1's
-  FlashREINFORCE arm is C4's signed arm and C9's; C1's GRPO is C9's) runs once and its result is copied
-  (``OUT/shared_cells``, keyed on the config);
-- a figure per claim (:func:`plot_claim_curves`): held-out accuracy and tool calls against rollouts, per arm.
+  truncation happens), C4 (signed vs positive-only) and C9 (tool collapse, on C1's two first arms), and the
+  follow-ups C2collapse and C9collapse (run by name, analysed by :mod:`scale.run.collapse`).
+
+The other jobs live beside it: a cell's run and measures in :mod:`scale.run.cells`, the collapse indicators in
+:mod:`scale.run.collapse_rules`, the page's opening and each claim's figure in :mod:`scale.run.claim_report`.
 
 Run as ``python -m scale reproduce all --quick --out runs/tclaims``; the committed 10-seed run (seeds 10–19) is
 ``docs/transformer/results.md`` (``python -m scale reproduce all --out runs/tclaims --report
@@ -29,33 +29,19 @@ docs/transformer/results.md``: 18 min on 2 idle cores, 63 min on 2 cores shared 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from flashsim.config import to_dict
-from flashsim.experiments.analysis import load_cells
-from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
-from flashsim.experiments.report import RULE
-from flashsim.experiments.runner import to_json
-from flashsim.io import atomic_write_text, jsonable
+from flashsim.experiments import Arm, ClaimDesign, Comparison, KnobValue, Registered, Registry
 from flashsim.losses import LOSSES
 from scale.run.config import Config, load_config, resolve_config_path
 
-TRANSFORMER_CLAIMS = ("C1", "C2", "C3", "C4", "C9")
 TRANSFORMER_PILOT_SEEDS = (0, 1, 2, 200, 201, 202)
 """The seeds pilots ran on (``docs/transformer-pilot.md``: the claims' task on 0–2, the C9collapse task on 200–202,
 reserved); no verdict is decided on them."""
 CLAIM_SEEDS_FROM = 10
 """The first verdict seed of :data:`TRANSFORMER_CLAIMS` (seeds 10–19 at the full budget): disjoint from
 :data:`TRANSFORMER_PILOT_SEEDS` and from every experiment's own seeds (issue 30)."""
-TRANSFORMER_EXPERIMENTS = ("C2collapse", "C9collapse")
-"""Pre-registered follow-ups run by name (``python -m scale reproduce C2collapse``), not part of ``all``; each has a
-section of its own on the transformer page (:mod:`scale.run.collapse`)."""
 TRANSFORMER_PROFILES = ("smoke", "quick", "full")
 CALCULATOR_ERROR_RATE = 0.3
 """Share of expressions the calculator answers wrong (the pilot's task)."""
@@ -67,55 +53,6 @@ C3_MAX_NEW_TOKENS = 17
 """C3's token budget (the other claims keep the preset's 24): 18 % of the held-out trajectories are truncated
 after the warm-up (none at 24) with the same accuracy, so a length bias has room to show
 (``docs/transformer-pilot.md``; at 16 the warm-up's accuracy fell from 0.13 to 0.015)."""
-SHARED_CELLS = "shared_cells"
-"""Folder beside ``warmups`` holding each finished config's result once, keyed on the config."""
-
-TRANSFORMER_CELL_METRICS = {
-    "accuracy": "held-out accuracy (sampled at temperature 1) after the last update",
-    "accuracy_greedy": "held-out greedy accuracy after the last update",
-    "auc": "area under the held-out accuracy curve against rollouts spent (update 0 to the last), per rollout",
-    "tool_calls": "held-out tool calls per trajectory after the last update",
-    "tool_calls_change": "held-out tool calls per trajectory: after the last update minus after the warm-up",
-    "length": "held-out length in policy tokens after the last update",
-    "truncation": "share of held-out trajectories cut at the token budget after the last update",
-    "acceptance_rate": "share of trajectories the sequence gate admitted, mean over updates",
-    "token_acceptance_rate": "share of tokens the token-local gate admitted, mean over updates",
-    "sequence_kl": "sequence KL between behaviour and learner, mean over updates",
-    "drift": "sequence KL between behaviour and learner in units of the gate's δ, mean over updates",
-    "lag_mean": "policy lag of the trained trajectories, mean over updates",
-    "entropy_final": "policy entropy (nats per token) of the trained trajectories, mean over the last 5 updates",
-    "collapse": "1 if held-out accuracy is at least COLLAPSE_DROP below its running peak at each of the last "
-                "COLLAPSE_EVALS evaluations (it fell and stayed down to the end), else 0",
-    "tool_collapse": "1 if held-out tool calls per trajectory are below TOOL_COLLAPSE_CALLS at each of the last "
-                     "COLLAPSE_EVALS evaluations (the tool abandoned to the end), else 0",
-    "accuracy_tool": "held-out accuracy of the trajectories that called the calculator, after the last update",
-    "accuracy_no_tool": "held-out accuracy of the trajectories that did not call it, after the last update",
-    "accuracy_tool_start": "held-out accuracy of the trajectories that called the calculator, after the warm-up",
-    "accuracy_no_tool_start": "held-out accuracy of the trajectories that did not call it, after the warm-up",
-}
-"""Every per-cell measure of a transformer claim, with what it means."""
-
-REPORT_TITLE = "Does the paper hold on a transformer? The claims of FlashREINFORCE on the tiny Llama"
-REPORT_ABOUT = (
-    "Each claim is a pre-registered design (`scale/run/claims.py`) run by flashsim's claims machinery: arms, the "
-    "paper's direction, a headline setting, a primary comparison, paired seeds. The model is the tiny CPU preset "
-    "(`scale/configs/tiny_cpu.yaml`: a 2-layer character-level Llama built from a config), warmed up on two-digit "
-    "multiplication with a calculator that answers 30 % of the expressions wrong, then trained with each arm's loss "
-    "(60 updates × 64 rollouts at the full budget). Every arm of a seed starts from the same warm-up checkpoint. "
-    "Accuracy, tool calls, length and truncation are measured on held-out prompts sampled at temperature 1 "
-    "(500 at the full budget), so, unlike the simulator's exact expectations, they carry evaluation noise; "
-    "the intervals are over seeds.",
-    RULE,
-    "The primary measures: `auc`, the area under the held-out accuracy curve against rollouts spent (divided by "
-    "the rollouts: a mean accuracy per rollout), for C1, C2 and C4; the held-out length for C3; the held-out tool "
-    "calls per trajectory at the end for C9. No arm comes near the ceiling (best accuracy ≈ 0.4), so *at the "
-    "ceiling* cannot occur here.",
-    "Every quoted number is labelled by its source: **article** (the source article about the FlashREINFORCE "
-    "paper), **reference implementation**, or **other systems**. The paper's numbers come from Qwen2.5 models "
-    "with billions of parameters and thousands of tokens per answer; ours from a 2-layer model writing ~10-token "
-    "answers. The comparison is of directions, never of raw magnitudes.",
-)
-"""The opening paragraphs of the transformer results page (``python -m scale reproduce ... --report``)."""
 
 _BUDGETS = {  # profile → (seeds, updates, evaluate every, warm-up steps, held-out prompts)
     "smoke": (2, 3, 3, 20, 16),
@@ -135,17 +72,15 @@ def base_config(profile: str, warmups: Path | str) -> Config:
 
 def build_transformer_design(claim: str, profile: str, warmups: Path | str, seeds: int | None = None) -> ClaimDesign:
     """``claim``'s design at ``profile``'s budget (``seeds`` overrides the budget's count). ``claim`` is one of
-    :data:`TRANSFORMER_CLAIMS` (seeds from :data:`CLAIM_SEEDS_FROM`) or of :data:`TRANSFORMER_EXPERIMENTS`
+    :data:`TRANSFORMER_CLAIMS` (seeds from :data:`CLAIM_SEEDS_FROM`) or a follow-up of :data:`TRANSFORMER_EXPERIMENTS`
     (their own fresh seeds: the C2 collapse test's 30 from 100 at the full budget, the budget's count from 100
     otherwise)."""
-    if claim not in (*TRANSFORMER_CLAIMS, *TRANSFORMER_EXPERIMENTS):
-        raise ValueError(f"claim must be one of {', '.join((*TRANSFORMER_CLAIMS, *TRANSFORMER_EXPERIMENTS))}; "
-                         f"got {claim!r}")
+    follow_up = TRANSFORMER_DESIGNS.row(claim).follow_up  # a ValueError listing the names for an unknown one
     if profile not in TRANSFORMER_PROFILES:
         raise ValueError(f"profile must be one of {', '.join(TRANSFORMER_PROFILES)}; got {profile!r}")
-    design = _DESIGNS[claim](base_config(profile, warmups))
-    first = design.seeds[0] if claim in TRANSFORMER_EXPERIMENTS else CLAIM_SEEDS_FROM
-    default = len(design.seeds) if claim in TRANSFORMER_EXPERIMENTS and profile == "full" else _BUDGETS[profile][0]
+    design = TRANSFORMER_DESIGNS.build(claim, base_config(profile, warmups))
+    first = design.seeds[0] if follow_up else CLAIM_SEEDS_FROM
+    default = len(design.seeds) if follow_up and profile == "full" else _BUDGETS[profile][0]
     count = default if seeds is None else seeds
     return dataclasses.replace(design, seeds=tuple(range(first, first + count)), profile=profile)
 
@@ -371,158 +306,18 @@ def _c9(base: Config) -> ClaimDesign:
         metrics=("tool_calls_change", "accuracy", "length"))
 
 
-_DESIGNS = {"C1": _c1, "C2": _c2, "C3": _c3, "C4": _c4, "C9": _c9, "C2collapse": _c2_collapse,
-            "C9collapse": _c9_collapse}
-
-
-def run_transformer_cell(config: Config) -> dict[str, Any]:
-    """Train ``config`` in a temporary run directory; return the cell's measures and its curve (plain JSON).
-
-    A config already run by another claim of the sweep (same text, seed included) is not run again: its result
-    is read from ``SHARED_CELLS`` beside the warm-ups (cells are deterministic, so the copy is the run's result).
-    """
-    shared = None
-    if config.warmup.cache is not None:
-        key = hashlib.sha256(to_json(to_dict(config)).encode()).hexdigest()[:32]
-        shared = Path(config.warmup.cache).parent / SHARED_CELLS / f"{key}.json"
-        if shared.exists():
-            return json.loads(shared.read_text())
-    result = _train_cell(config)
-    if shared is not None:
-        shared.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(shared, to_json(result))
-    return result
-
-
-def _train_cell(config: Config) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="flashsim_tclaim_") as folder:
-        log = dataclasses.replace(config.log, out=folder, progress=False)
-        from scale.run.trainer import Trainer  # the trainer imports torch and transformers: only in the worker
-
-        Trainer(dataclasses.replace(config, log=log)).run()
-        rows = [json.loads(line) for line in (Path(folder) / "metrics.jsonl").read_text().splitlines() if line]
-    return jsonable(cell_result(rows))
-
-
-def cell_result(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """:data:`TRANSFORMER_CELL_METRICS` and the accuracy curve against rollouts, from a run's metrics rows
-    (update 0 first)."""
-    spent = np.cumsum([row.get("rollout/trajectories", 0.0) or 0.0 for row in rows])
-    evaluated = [(float(spent[i]), row) for i, row in enumerate(rows) if row.get("eval/accuracy") is not None]
-    x = np.array([s for s, _ in evaluated])
-    y = np.array([row["eval/accuracy"] for _, row in evaluated])
-    first, last = evaluated[0][1], evaluated[-1][1]
-    trained = [row for row in rows if row["update"] > 0]
-
-    def mean(key: str) -> float:
-        values = [row[key] for row in trained if row.get(key) is not None]
-        return float(np.mean(values)) if values else float("nan")
-
-    auc = float(np.sum((y[1:] + y[:-1]) / 2 * np.diff(x)) / (x[-1] - x[0])) if x[-1] > x[0] else float("nan")
-    metrics = {
-        "accuracy": last["eval/accuracy"], "accuracy_greedy": last.get("eval/accuracy_greedy"), "auc": auc,
-        "tool_calls": last["eval/tool_calls"], "tool_calls_change": last["eval/tool_calls"] - first["eval/tool_calls"],
-        "length": last["eval/length"], "truncation": last["eval/truncation"],
-        "acceptance_rate": mean("trust/acceptance_rate"), "token_acceptance_rate": mean("trust/token_acceptance_rate"),
-        "sequence_kl": mean("trust/sequence_kl_mean"), "drift": mean("trust/sequence_kl_mean") / _delta(),
-        "lag_mean": mean("lag/mean"),
-        "entropy_final": float(np.mean([row["policy/entropy"] for row in trained[-5:]])) if trained else float("nan"),
-        "collapse": collapsed(y),
-        "tool_collapse": tool_collapsed([row["eval/tool_calls"] for _, row in evaluated]),
-        "accuracy_tool": _finite(last.get("eval/accuracy_tool")),
-        "accuracy_no_tool": _finite(last.get("eval/accuracy_no_tool")),
-        "accuracy_tool_start": _finite(first.get("eval/accuracy_tool")),
-        "accuracy_no_tool_start": _finite(first.get("eval/accuracy_no_tool")),
-    }
-    curve = {"update": [row["update"] for _, row in evaluated], "rollouts": x.tolist(), "accuracy": y.tolist(),
-             "tool_calls": [row["eval/tool_calls"] for _, row in evaluated]}
-    return {"metrics": metrics, "curve": curve}
-
-
-
-COLLAPSE_DROP = 0.05
-COLLAPSE_EVALS = 2
-"""A run has collapsed when its held-out accuracy is ≥ COLLAPSE_DROP below its running peak at each of its last
-COLLAPSE_EVALS evaluations (issue 30's definition, fixed before the C2 collapse run)."""
-
-
-def collapsed(accuracy: Any) -> float:
-    """:data:`COLLAPSE_DROP`/:data:`COLLAPSE_EVALS`'s collapse indicator of an accuracy curve (update 0 first).
-
-    >>> collapsed([0.1, 0.12, 0.05, 0.06]), collapsed([0.1, 0.12, 0.05, 0.11]), collapsed([0.1, 0.2, 0.1])
-    (1.0, 0.0, 0.0)
-    """
-    y = np.asarray(accuracy, dtype=np.float64)
-    return _held_to_the_end(np.maximum.accumulate(y) - y >= COLLAPSE_DROP - 1e-12)
-
-
-TOOL_COLLAPSE_CALLS = 0.05
-"""A run has abandoned the tool when its held-out tool calls per trajectory are below this at each of its last
-COLLAPSE_EVALS evaluations: the article's 0.00 calls, with room for evaluation noise (25 calls in 500 held-out
-trajectories; fixed before the C9collapse run)."""
-
-
-def tool_collapsed(tool_calls: Any) -> float:
-    """1.0 if the held-out tool calls (update 0 first) are below :data:`TOOL_COLLAPSE_CALLS` at each of the last
-    :data:`COLLAPSE_EVALS` evaluations, else 0.0.
-
-    >>> tool_collapsed([0.25, 0.6, 0.04, 0.0]), tool_collapsed([0.25, 0.0, 0.3, 0.01]), tool_collapsed([0.0, 0.0])
-    (1.0, 0.0, 0.0)
-    """
-    return _held_to_the_end(np.asarray(tool_calls, dtype=np.float64) < TOOL_COLLAPSE_CALLS)
-
-
-def _held_to_the_end(condition: np.ndarray) -> float:
-    """1.0 if ``condition`` (one flag per evaluation, update 0 first) holds at each of the last :data:`COLLAPSE_EVALS`
-    evaluations of a run longer than that, else 0.0: the "and stayed there to the end" of both collapse measures."""
-    return float(condition.size > COLLAPSE_EVALS and condition[-COLLAPSE_EVALS:].all())
-
-
-def _finite(value: Any) -> float:
-    """A metrics row's value as a float, NaN where the row has none (an empty group is written as null)."""
-    return float("nan") if value is None else float(value)
-
-
-def _delta() -> float:
-    """The sequence gate's threshold δ, the unit of drift: the loss's default, which every arm keeps."""
-    import inspect
-
-    from flashsim.losses import flash_reinforce_loss  # imports torch: only in the worker
-
-    return float(inspect.signature(flash_reinforce_loss).parameters["delta"].default)
-
-
-CURVE_PANELS = (("accuracy", "held-out accuracy"), ("tool_calls", "tool calls per trajectory"))
-"""The panels of a claim's figure (keys of a cell's curve)."""
-
-
-def plot_claim_curves(design: ClaimDesign, out: Path | str) -> Path:
-    """``OUT/<claim>/<claim>_curves.png``: per arm at the headline, the mean over seeds of each
-    :data:`CURVE_PANELS` curve against rollouts spent (finished cells only)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    records = load_cells(design, out)
-    figure, axes = plt.subplots(1, len(CURVE_PANELS), figsize=(5.2 * len(CURVE_PANELS), 3.8))
-    for arm in design.arms:
-        curves = [r["result"]["curve"] for r in records[(arm.name, design.headline)] if r is not None]
-        if not curves:
-            continue
-        length = min(len(c["rollouts"]) for c in curves)
-        x = np.mean([c["rollouts"][:length] for c in curves], axis=0)
-        for axis, (key, _) in zip(axes, CURVE_PANELS):
-            axis.plot(x, np.mean([c[key][:length] for c in curves], axis=0), marker=".", label=arm.label)
-    for axis, (_, label) in zip(axes, CURVE_PANELS):
-        axis.set_xlabel("rollouts spent")
-        axis.set_ylabel(label)
-        axis.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    figure.suptitle(f"{design.claim} · {design.knob_value(design.headline).label} · mean of {len(design.seeds)} "
-                    "seeds", fontsize=10)
-    figure.tight_layout()
-    path = Path(out) / design.claim / f"{design.claim}_curves.png"
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+TRANSFORMER_DESIGNS = Registry([
+    Registered("C1", _c1),
+    Registered("C2", _c2),
+    Registered("C3", _c3),
+    Registered("C4", _c4),
+    Registered("C9", _c9),
+    Registered("C2collapse", _c2_collapse, follow_up=True),
+    Registered("C9collapse", _c9_collapse, follow_up=True),
+])
+"""The transformer's experiments (``python -m scale reproduce NAME``): name → ``builder(base_config)``."""
+TRANSFORMER_CLAIMS = TRANSFORMER_DESIGNS.names(follow_up=False)
+"""The claims ``python -m scale reproduce all`` runs."""
+TRANSFORMER_EXPERIMENTS = TRANSFORMER_DESIGNS.names(follow_up=True)
+"""Pre-registered follow-ups run by name (``python -m scale reproduce C2collapse``), not part of ``all``; each has a
+section of its own on the transformer page (:mod:`scale.run.collapse`)."""

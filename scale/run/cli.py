@@ -197,21 +197,16 @@ def fleet_failure_message(error: Exception, out: str, last_checkpoint: int | Non
 
 def reproduce(args: argparse.Namespace) -> int:
     """``python -m scale reproduce``: run the claims' cells (resumable), then write each claim's summary."""
-    from flashsim.experiments.analysis import write_summary
-    from flashsim.experiments.runner import run_sweep
-    from scale.run.claims import (
-        TRANSFORMER_CELL_METRICS,
-        TRANSFORMER_CLAIMS,
-        TRANSFORMER_EXPERIMENTS,
-        build_transformer_design,
-        plot_claim_curves,
-        run_transformer_cell,
-    )
+    from flashsim.experiments import run_sweep, write_summary
+    from scale.run.cells import TRANSFORMER_CELL_METRICS, run_transformer_cell
+    from scale.run.claim_report import plot_claim_curves
+    from scale.run.claims import TRANSFORMER_DESIGNS, build_transformer_design
     from scale.run.collapse import COLLAPSE_TESTS, write_collapse_outputs
 
     try:
         names = list(dict.fromkeys(
-            name for claim in args.claims for name in (TRANSFORMER_CLAIMS if claim == "all" else (claim,))))
+            name for claim in args.claims
+            for name in (TRANSFORMER_DESIGNS.names(follow_up=False) if claim == "all" else (claim,))))
         designs = [build_transformer_design(name, args.profile, Path(args.out) / "warmups", args.seeds)
                    for name in names]
         run_sweep(designs, args.out, jobs=args.jobs, progress=not args.no_progress, run=run_transformer_cell)
@@ -230,16 +225,16 @@ def reproduce(args: argparse.Namespace) -> int:
                     f"{knob} {row['collapsed']}/{row['runs']} vs {row['baseline_collapsed']}/{row['baseline_runs']}, "
                     f"Fisher p {row['p']:.3g} (Holm {row['p_holm']:.3g})" for knob, row in test["by_knob"].items()))
     if args.report:
-        _write_pages(args, names, [d for d in designs if d.claim not in TRANSFORMER_EXPERIMENTS],
-                     [d for d in designs if d.claim in TRANSFORMER_EXPERIMENTS])
+        _write_pages(args, names, [d for d in designs if not TRANSFORMER_DESIGNS[d.claim].follow_up],
+                     [d for d in designs if TRANSFORMER_DESIGNS[d.claim].follow_up])
     return 0
 
 
 def _write_pages(args: argparse.Namespace, names: list[str], claims: list, experiments: list) -> None:
     """The claims' page (keeping an experiment's section already on it), then each experiment's section."""
-    from flashsim.experiments.report import write_report
+    from flashsim.experiments import write_report
     from flashsim.io import atomic_write_text
-    from scale.run.claims import REPORT_ABOUT, REPORT_TITLE
+    from scale.run.claim_report import REPORT_ABOUT, REPORT_TITLE
     from scale.run.collapse import sections_of, write_collapse_section
 
     command = shlex.join(["python", "-m", "scale", "reproduce", *names, *_profile_flag(args.profile),

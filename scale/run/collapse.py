@@ -20,7 +20,7 @@ Each cell's indicator is fixed before the run. This module turns an experiment's
   docs/transformer/results.md``), between :func:`section_begin` and :func:`section_end`; regenerating the page's
   five claims keeps every experiment's section.
 
-The paired comparisons' verdicts are flashsim's usual summary (:func:`flashsim.experiments.analysis.write_summary`),
+The paired comparisons' verdicts are flashsim's usual summary (:func:`flashsim.experiments.write_summary`),
 written beside these files.
 """
 
@@ -34,21 +34,23 @@ from typing import Any
 
 from scipy import stats
 
-from flashsim.experiments.analysis import (
+from flashsim.experiments import (
+    ALPHA,
     MEANS,
     PER_SEED,
     SUMMARY,
     TABLE,
+    ClaimDesign,
     fmt_interval,
     fmt_p,
+    holm,
     load_cells,
     markdown_tables,
+    to_json,
 )
-from flashsim.experiments.design import ClaimDesign
-from flashsim.experiments.runner import to_json
-from flashsim.experiments.verdict import ALPHA, holm
 from flashsim.io import atomic_write_text
-from scale.run.claims import COLLAPSE_DROP, COLLAPSE_EVALS, TOOL_COLLAPSE_CALLS, TRANSFORMER_EXPERIMENTS
+from scale.run.claims import TRANSFORMER_EXPERIMENTS
+from scale.run.collapse_rules import COLLAPSE_DROP, COLLAPSE_EVALS, TOOL_COLLAPSE_CALLS
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,7 @@ def section_end(claim: str) -> str:
 
 def collapse_counts(design: ClaimDesign, records: dict) -> dict[str, dict[str, dict[str, Any]]]:
     """knob → arm → ``{"collapsed": [seeds], "runs": finished cells}`` from the finished cells (``records``:
-    :func:`~flashsim.experiments.analysis.load_cells`)."""
+    :func:`~flashsim.experiments.load_cells`)."""
     indicator = COLLAPSE_TESTS[design.claim].indicator
     counts: dict[str, dict[str, dict[str, Any]]] = {}
     for knob in design.knob:
@@ -129,7 +131,7 @@ def fisher_greater(collapsed: int, runs: int, baseline_collapsed: int, baseline_
 
 def fisher_tests(design: ClaimDesign, records: dict) -> dict[str, Any]:
     """Per arm other than the test's baseline: per setting, the counts, Fisher's one-sided p, Holm over the
-    settings, and the decision at one-sided :data:`~flashsim.experiments.verdict.ALPHA` (only the test's primary
+    settings, and the decision at one-sided :data:`~flashsim.experiments.ALPHA` (only the test's primary
     arm is confirmatory, and only where Fisher's test is the experiment's primary analysis)."""
     spec = COLLAPSE_TESTS[design.claim]
     counts = collapse_counts(design, records)

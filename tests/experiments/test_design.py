@@ -128,9 +128,11 @@ def test_build_design_takes_a_seed_count_and_rejects_bad_ones():
 
 
 def test_the_probe_design_keeps_the_headline_and_the_comparisons_that_apply_there():
-    from flashsim.experiments.probes import PROBED, probe_design
+    from flashsim.experiments.probes import probe_design
 
-    for claim in PROBED:
+    probed = [claim for claim in CLAIMS if build_design(claim, "smoke").probed]
+    assert probed == ["C1", "C2", "C3", "C4"]
+    for claim in probed:
         design = build_design(claim, "quick")
         probes = probe_design(design)
         assert probes.claim == f"{claim}-probes"
@@ -191,8 +193,9 @@ def test_c9_sets_the_tool_error_rate_of_the_gridworld_and_compares_tool_calls_fi
 
 
 def test_verdict_seeds_avoid_the_pilots_seeds():
-    from flashsim.experiments.claims import CLAIMS, PILOT_SEEDS
-    from flashsim.experiments.follow_ups import C1_SIZE_PILOT_SEEDS, EXPERIMENTS
+    from flashsim.experiments import EXPERIMENTS
+    from flashsim.experiments.follow_ups import C1_SIZE_PILOT_SEEDS
+    from flashsim.experiments.profiles import PILOT_SEEDS
 
     for claim in CLAIMS:
         for profile in ("quick", "full"):
@@ -203,10 +206,10 @@ def test_verdict_seeds_avoid_the_pilots_seeds():
 
 
 def test_follow_up_experiments_build_by_name_and_stay_out_of_the_claims():
-    from flashsim.experiments.claims import CLAIMS
-    from flashsim.experiments.follow_ups import EXPERIMENTS
+    from flashsim.experiments import DESIGNS, EXPERIMENTS
 
     assert not set(EXPERIMENTS) & set(CLAIMS)
+    assert [name for name in DESIGNS if DESIGNS[name].follow_up] == list(EXPERIMENTS)
     mechanism = build_design("C1mech", "full")
     assert [arm.name for arm in mechanism.arms][:2] == ["flash", "flash_depth"]
     rollouts = {arm.name: mechanism.config(arm, mechanism.knob[0]).algorithm for arm in mechanism.arms}

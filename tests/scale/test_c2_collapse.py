@@ -14,14 +14,8 @@ import pytest
 from flashsim.experiments.analysis import load_cells, write_summary
 from flashsim.experiments.runner import cell_path, cell_record, to_json
 from flashsim.io import atomic_write_text
-from scale.run.claims import (
-    C2_COLLAPSE_SEEDS,
-    TRANSFORMER_CELL_METRICS,
-    TRANSFORMER_CLAIMS,
-    build_transformer_design,
-    c2_collapse_design,
-    collapsed,
-)
+from scale.run.cells import TRANSFORMER_CELL_METRICS
+from scale.run.claims import C2_COLLAPSE_SEEDS, TRANSFORMER_CLAIMS, build_transformer_design, c2_collapse_design
 from scale.run.collapse import (
     fisher_tests,
     section_begin,
@@ -31,6 +25,7 @@ from scale.run.collapse import (
     write_collapse_outputs,
     write_collapse_section,
 )
+from scale.run.collapse_rules import collapsed
 
 FALLEN = [0.10, 0.30, 0.20, 0.20]  # peak 0.30, then 0.10 below it at each of the last two evaluations
 STEADY = [0.10, 0.20, 0.25, 0.30]

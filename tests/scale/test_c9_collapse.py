@@ -15,19 +15,18 @@ from flashsim.config import to_dict
 from flashsim.experiments.analysis import load_cells, write_summary
 from flashsim.experiments.runner import cell_path, cell_record, to_json
 from flashsim.io import atomic_write_text
+from scale.run.cells import TRANSFORMER_CELL_METRICS
 from scale.run.claims import (
     C2_COLLAPSE_SEEDS,
     C9_COLLAPSE_SEEDS,
     C9_COLLAPSE_TASK,
-    TRANSFORMER_CELL_METRICS,
     TRANSFORMER_CLAIMS,
     TRANSFORMER_PILOT_SEEDS,
     build_transformer_design,
     c9_collapse_design,
-    collapsed,
-    tool_collapsed,
 )
 from scale.run.collapse import fisher_tests, section_begin, section_of, write_collapse_outputs
+from scale.run.collapse_rules import collapsed, tool_collapsed
 
 KEPT = [0.25, 0.60, 0.80, 0.90]
 ABANDONED = [0.25, 0.30, 0.04, 0.00]  # below 0.05 calls at each of the last two evaluations

@@ -25,13 +25,13 @@ def _imported_modules(path):
             yield node.module
 
 
-PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.experiments.design",
-          "flashsim.experiments.runner", "flashsim.experiments.analysis", "flashsim.experiments.report",
-          "flashsim.experiments.verdict", "flashsim.integrations.trl")
+PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.experiments",
+          "flashsim.integrations.trl")
 """flashsim's public modules for scale: the losses, and the one config mechanism, output path (curves.png
-included) and checks; and the claims machinery (designs, the resumable cell runner, summaries, the verdict rule with
-its level and Holm's adjustment, the results page), which the transformer claims (``scale/run/claims.py``,
-``scale/run/collapse.py``) reuse; and the TRL integration, which the smoke test ``scale/examples/gpu_smoke.py`` runs."""
+included) and checks; and the claims machinery (designs and their registry, the resumable cell runner, summaries, the
+verdict rule with its level and Holm's adjustment, the results page), which the transformer claims
+(``scale/run/claims.py``, ``scale/run/collapse.py``) reuse through what ``flashsim.experiments`` exports; and the TRL
+integration, which the smoke test ``scale/examples/gpu_smoke.py`` runs."""
 
 
 def test_scale_imports_flashsim_only_through_its_public_modules():
@@ -39,6 +39,16 @@ def test_scale_imports_flashsim_only_through_its_public_modules():
         for module in _imported_modules(path):
             if module.split(".")[0] == "flashsim":
                 assert module in PUBLIC, f"{path.relative_to(ROOT)} imports {module}"
+
+
+def test_scale_uses_only_names_flashsim_experiments_exports():
+    import flashsim.experiments
+
+    for path in sorted((ROOT / "scale").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "flashsim.experiments":
+                for alias in node.names:
+                    assert alias.name in flashsim.experiments.__all__, f"{path.relative_to(ROOT)} imports {alias.name}"
 
 
 def test_flashsim_never_imports_scale():

@@ -18,18 +18,18 @@ from pathlib import Path
 
 import torch
 
-from flashsim.experiments import CLAIMS, build_design, run_sweep, write_outputs, write_report
-from flashsim.experiments.follow_ups import EXPERIMENTS
-from flashsim.experiments.probes import PROBED, probe_design
+from flashsim.experiments import DESIGNS, build_design, run_sweep, write_outputs, write_report
+from flashsim.experiments.probes import probe_design
 from flashsim.experiments.report import FOLLOW_UP_ABOUT, FOLLOW_UP_TITLE
 from flashsim.experiments.run_cell import probe_cell
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """The options of ``flashsim reproduce`` (:mod:`flashsim.cli` makes the parser)."""
-    parser.add_argument("claims", nargs="+", choices=[*CLAIMS, *EXPERIMENTS, "all"], metavar="CLAIM",
-                        help=f"claims to run: {', '.join(CLAIMS)} or all (the claims), or a follow-up experiment: "
-                             f"{', '.join(EXPERIMENTS)}")
+    claims, follow_ups = DESIGNS.names(follow_up=False), DESIGNS.names(follow_up=True)
+    parser.add_argument("claims", nargs="+", choices=[*claims, *follow_ups, "all"], metavar="CLAIM",
+                        help=f"claims to run: {', '.join(claims)} or all (the claims), or a follow-up experiment: "
+                             f"{', '.join(follow_ups)}")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_const", dest="profile", const="quick",
                         help="the quick budget (10 seeds; all claims in ~15 min on 2 busy cores)")
@@ -48,7 +48,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)  # tiny tensors: one thread per process is fastest
-    names = list(CLAIMS) if "all" in args.claims else list(dict.fromkeys(args.claims))
+    names = list(DESIGNS.names(follow_up=False)) if "all" in args.claims else list(dict.fromkeys(args.claims))
     try:
         designs = [build_design(name, args.profile, args.seeds) for name in names]
         cells = sum(len(design.cells()) for design in designs)  # builds (and so checks) every cell's config
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:  # --out holds cells of another design
         print(f"flashsim reproduce: {error}", file=sys.stderr)
         return 2
-    probed = [probe_design(design) for design in designs if design.claim in PROBED]
+    probed = [probe_design(design) for design in designs if design.probed]
     if probed:  # C1-C4: the gradient beside the training outcome, at the headline setting
         ran += run_sweep(probed, args.out, jobs=args.jobs, progress=not args.no_progress, run=probe_cell)
         cells += sum(len(design.cells()) for design in probed)
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{design.claim}: {primary['comparison']} at {design.knob_value(design.headline).label}: "
               f"{primary['verdict']}  ({args.out / design.claim / 'table.md'})")
     if args.report is not None:
-        follow_ups = all(name in EXPERIMENTS for name in names)  # their own page, title and opening
+        follow_ups = all(DESIGNS[name].follow_up for name in names)  # their own page, title and opening
         page = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if follow_ups else {}
         path = write_report(designs, args.out, args.report, command=_command(args, names, designs), **page)
         print(f"report written to {path}")

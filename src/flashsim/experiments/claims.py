@@ -12,38 +12,21 @@ measures cannot saturate (``auc``, ``rollouts_to_90``): final success is seconda
 Budgets: ``smoke`` runs each claim in seconds (2 seeds, one or two knob values; CI), ``quick`` is the
 default of ``flashsim reproduce --quick`` (10 seeds 10–19; all of ``reproduce all --quick`` took ~15 min
 on 2 cores shared with other jobs), ``full`` has 20 fresh seeds (1100–1119), longer runs and wider
-knobs (26 min on 2 idle cores). No verdict seed was used by a pilot (:data:`PILOT_SEEDS`).
+knobs (26 min on 2 idle cores). No verdict seed was used by a pilot (:data:`PILOT_SEEDS`). The profiles, their
+seeds and the shared base run are :mod:`~flashsim.experiments.profiles`'; each builder is a row of
+:data:`flashsim.experiments.registry.DESIGNS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import replace
-from types import MappingProxyType
 
 from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue, Panel
-from flashsim.sim.config import AlgorithmConfig, TrainConfig
-from flashsim.validation import check_int
-
-PROFILES = ("smoke", "quick", "full")
-SEEDS = {"smoke": 2, "quick": 10, "full": 20}
-"""Default number of seeds per profile."""
-FIRST_SEED = {"smoke": 0, "quick": 10, "full": 1100}
-"""The profile's first seed: the full budget uses fresh seeds, so it replicates the quick one independently."""
-PILOT_SEEDS = frozenset({0, 1, 1000})
-"""Seeds the pilots that chose a design's settings ran on (C1's harder task, C2's MLP learning rate, C9's tool
-error rate: issue 19); the quick and full verdict seeds avoid them, so no verdict is read on a run that chose it."""
-
-
-def _seeds(profile: str, count: int | None = None) -> tuple[int, ...]:
-    return tuple(range(FIRST_SEED[profile], FIRST_SEED[profile] + (SEEDS[profile] if count is None else count)))
-
-
-def _pick(profile: str, smoke, quick, full):
-    if profile not in PROFILES:
-        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
-    return {"smoke": smoke, "quick": quick, "full": full}[profile]
-
+from flashsim.experiments.profiles import PILOT_SEEDS, PROFILES  # noqa: F401 (kept: their home until issue 36)
+from flashsim.experiments.profiles import base as _base
+from flashsim.experiments.profiles import eval_every as _eval_every
+from flashsim.experiments.profiles import pick as _pick
+from flashsim.experiments.profiles import profile_seeds as _seeds
 
 HARD_CHAIN = "chain_h32"
 """C1's harder task: ReasoningChain with horizon 32. Pilot (issue 19, seeds 0–1, 200 updates × 128): the best
@@ -52,17 +35,6 @@ a 7 × 7 ToolGridworld with 4 candidates and H = 30 was still solved (0.99) and 
 
 LEARNING_RATES = (0.03, 0.1, 0.3)
 """C1's pre-registered learning-rate grid at the headline budget (0.1 is the base's)."""
-
-
-def _eval_every(updates: int) -> int:
-    return max(1, updates // 20)
-
-
-def _base(env: str = "gridworld", batch_size: int = 128, updates: int = 100, eval_every: int = 10,
-          **fields: object) -> TrainConfig:
-    """The settings a claim's cells share (arms and knob values override dotted paths of it)."""
-    return TrainConfig(env=env, algorithm=AlgorithmConfig(batch_size=batch_size), updates=updates,
-                       eval_every=eval_every, **fields)
 
 
 def c1_budget(profile: str) -> ClaimDesign:
@@ -130,6 +102,7 @@ def c1_budget(profile: str) -> ClaimDesign:
         headline=f"u{budgets[-1]}",
         seeds=_seeds(profile),
         profile=profile,
+        probed=True,
         metrics=("optimum", "success_peak", "rollouts", "length", "tool_calls"),
         tuning=tuning,
         panels=panels,
@@ -206,6 +179,7 @@ def c2_gates(profile: str) -> ClaimDesign:
         headline=headline,
         seeds=_seeds(profile),
         profile=profile,
+        probed=True,
         metrics=("collapse", "success_peak", "acceptance_rate", "token_acceptance_rate", "sequence_kl", "lag_mean"),
         panels=panels,
     )
@@ -254,6 +228,7 @@ def c3_aggregation(profile: str) -> ClaimDesign:
         headline=headline,
         seeds=_seeds(profile),
         profile=profile,
+        probed=True,
         metrics=("tool_calls", "entropy_final"),
     )
 
@@ -299,6 +274,7 @@ def c4_signed(profile: str) -> ClaimDesign:
         headline="gridworld",
         seeds=_seeds(profile),
         profile=profile,
+        probed=True,
         metrics=("optimum", "length", "entropy_final"),
     )
 
@@ -440,6 +416,7 @@ def c7_async(profile: str) -> ClaimDesign:
         headline="sigma1.0",
         seeds=_seeds(profile),
         profile=profile,
+        time_axis="sim_clock",  # the claim is about simulated time: curves against the clock
         metrics=("learner_idle", "lag_mean", "sim_clock"),
     )
 
@@ -524,31 +501,3 @@ def c9_tool_collapse(profile: str) -> ClaimDesign:
         profile=profile,
         metrics=("length", "success_peak", "entropy_final"),
     )
-
-
-CLAIMS: Mapping[str, Callable[[str], ClaimDesign]] = MappingProxyType({
-    "C1": c1_budget, "C2": c2_gates, "C3": c3_aggregation, "C4": c4_signed,
-    "C5": c5_fresh, "C6": c6_breadth, "C7": c7_async, "C8": c8_stability, "C9": c9_tool_collapse,
-})
-"""Claim id → design builder (``builder(profile)``)."""
-
-
-def build_design(claim: str, profile: str = "quick", seeds: int | None = None) -> ClaimDesign:
-    """The design of ``claim`` at ``profile``, with ``seeds`` seeds from the profile's first (default: its number).
-
-    >>> design = build_design("C4", "smoke")
-    >>> [arm.name for arm in design.arms], design.headline, len(design.cells())
-    (['signed', 'positive_only', 'signed_token_sum', 'positive_only_token_sum'], 'gridworld', 8)
-    """
-    from flashsim.experiments.follow_ups import EXPERIMENTS  # follow_ups builds on this module's helpers
-
-    builders = {**CLAIMS, **EXPERIMENTS}
-    if claim not in builders:
-        raise ValueError(f"claim must be one of {', '.join(builders)}; got {claim!r}")
-    design = builders[claim](profile)
-    if seeds is not None and claim in CLAIMS:
-        design = replace(design, seeds=_seeds(profile, check_int("seeds", seeds, low=2)))  # a paired CI needs two
-    elif seeds is not None:
-        first = design.seeds[0]
-        design = replace(design, seeds=tuple(range(first, first + check_int("seeds", seeds, low=2))))
-    return design

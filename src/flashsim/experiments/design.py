@@ -27,13 +27,19 @@ from typing import TypeVar
 from flashsim.config import load, to_dict
 from flashsim.experiments.verdict import DIRECTIONS, SMALLEST_EFFECTS, Effect
 from flashsim.sim.config import TrainConfig
-from flashsim.validation import check_choice
+from flashsim.validation import check_choice, check_int
 
 T = TypeVar("T")
 
 SOURCES = ("article", "reference implementation", "other systems", "none")
 """Where a comparison's quoted number comes from: the source article about the paper, the FlashREINFORCE
 reference implementation, other systems (not FlashREINFORCE), or nowhere (no number is quoted)."""
+
+TIME_AXES = ("update", "sim_clock")
+"""What a design's learning curves are drawn against: learner updates, or simulated seconds (a claim about time)."""
+RUN_ONLY = ("probed", "time_axis")
+""":class:`ClaimDesign` fields that say how ``flashsim reproduce`` runs and draws a design, not which cells it has
+or how they are judged: left out of ``design.json``, which so stays what it was before they existed."""
 
 _NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")  # names become file names
 
@@ -220,9 +226,16 @@ class ClaimDesign:
     vary_instance: bool = True
     """Seed the task instance too (``env_options["seed"]`` = the cell's seed: another layout, other prompt
     probabilities), so the intervals cover the task, not only the optimisation."""
+    probed: bool = False
+    """Also measure each arm's update direction against the exact ∇J at the headline setting
+    (:mod:`~flashsim.experiments.probes`; ``flashsim reproduce`` runs them as a sweep of their own)."""
+    time_axis: str = "update"
+    """What the learning curves are drawn against (one of :data:`TIME_AXES`): ``sim_clock`` for a claim about
+    simulated time (C7)."""
 
     def __post_init__(self) -> None:
         _check_name("claim", self.claim)
+        check_choice("time_axis", self.time_axis, TIME_AXES)
         arms = [arm.name for arm in self.arms]
         knobs = [value.name for value in self.knob]
         if len(arms) < 2 or len(set(arms)) != len(arms):
@@ -276,9 +289,18 @@ class ClaimDesign:
     def with_seeds(self, seeds: tuple[int, ...]) -> ClaimDesign:
         return replace(self, seeds=tuple(seeds))
 
+    def with_seed_count(self, count: int) -> ClaimDesign:
+        """``count`` seeds from the design's first (a paired interval needs two)."""
+        count = check_int("seeds", count, low=2)
+        return replace(self, seeds=tuple(range(self.seeds[0], self.seeds[0] + count)))
+
     def to_dict(self) -> dict[str, object]:
-        """The design as plain JSON-able data (written beside the cells as ``design.json``)."""
-        return to_dict(self)
+        """The design as plain JSON-able data (written beside the cells as ``design.json``; :data:`RUN_ONLY` left
+        out)."""
+        data = to_dict(self)
+        for name in RUN_ONLY:
+            del data[name]
+        return data
 
     @property
     def metric_names(self) -> tuple[str, ...]:

@@ -5,17 +5,18 @@ Each builder returns a :class:`~flashsim.experiments.design.ClaimDesign` like th
 :mod:`~flashsim.experiments.claims` (same base run and budgets), with the prediction and the cost written into its
 question before it ran; the commits that pre-registered them are named on ``docs/follow-ups/results.md``. They run by
 name (``flashsim reproduce C1size C1mech``), never as part of ``reproduce all``, on their own fresh seeds
-(:data:`C1_SIZE_SEEDS`; the pilot on :data:`C1_SIZE_PILOT_SEEDS`); :func:`~flashsim.experiments.claims.build_design`
-finds them by name.
+(:data:`C1_SIZE_SEEDS`; the pilot on :data:`C1_SIZE_PILOT_SEEDS`); each is a row of
+:data:`flashsim.experiments.registry.DESIGNS` marked ``follow_up``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 
-from flashsim.experiments.claims import _base, _pick
 from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
+from flashsim.experiments.profiles import base as _base
+from flashsim.experiments.profiles import pick as _pick
 
 C1_SIZE_SEEDS = tuple(range(2000, 2020))
 """Verdict seeds of the follow-ups: fresh (no pilot, quick or full run used them)."""
@@ -191,9 +192,3 @@ def c1_mechanism(profile: str) -> ClaimDesign:
         profile=profile,
         metrics=("optimum", "success_train", "rollouts_to_70"),
     )
-
-
-EXPERIMENTS: Mapping[str, Callable[[str], ClaimDesign]] = MappingProxyType({
-    "C1size_pilot": c1_size_pilot, "C1size": c1_size, "C1mech": c1_mechanism,
-})
-"""Follow-up experiments (issue 30) by name: runnable as ``flashsim reproduce NAME``, not part of ``all``."""

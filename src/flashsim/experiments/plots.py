@@ -137,7 +137,7 @@ def plot_success_curves(design: ClaimDesign, out: Path | str, path: Path | str, 
     plt = _pyplot()
     knob = knob or design.headline
     records = load_cells(design, out)
-    x_key = "sim_clock" if design.claim == "C7" else "update"
+    x_key = design.time_axis
     series = [("success_train", "exact train success")]
     if design.comparisons[0].metric == "tool_calls":
         series.append(("tool_calls", "tool calls per trajectory (batch mean)"))

@@ -1,6 +1,7 @@
 """Gradient probes: does the gradient-level finding predict the training-level one? (C1–C4)
 
-For a claim's headline setting, every arm and seed is trained again (the same deterministic run as its
+For the headline setting of a claim whose design is ``probed`` (C1–C4; C4: is positive-only's expected update aimed
+at ∇J?), every arm and seed is trained again (the same deterministic run as its
 cell) while :func:`~flashsim.experiments.run_cell.probe_cell` measures the arm's own update direction
 against the exact ∇J at a few points of the *trained* policy's trajectory (``flashsim.variance``:
 cosine, cosine of the mean update, debiased bias, variance). The probes run as a sweep of their own
@@ -16,9 +17,6 @@ from flashsim.experiments.analysis import fmt_interval, load_cells
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.run_cell import PROBE_METRICS
 from flashsim.experiments.verdict import mean_interval
-
-PROBED = ("C1", "C2", "C3", "C4")
-"""Claims whose headline setting is probed (C4: is positive-only's expected update aimed at ∇J?)."""
 
 TABLE_METRICS = ("cosine_of_mean", "cosine", "bias_norm_debiased", "variance", "acceptance_rate")
 
@@ -49,4 +47,4 @@ def probe_table(design: ClaimDesign, out: Path | str) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["PROBED", "PROBE_METRICS", "probe_design", "probe_table"]
+__all__ = ["PROBE_METRICS", "probe_design", "probe_table"]
