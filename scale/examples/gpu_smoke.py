@@ -8,13 +8,13 @@
 ``model`` builds a character-level Hugging Face tokenizer and a Llama from a config (``build_tiny_model``, head
 dimension 32, which vLLM's attention accepts) and saves both, so scale's ``--model`` and TRL load the same
 directory. ``scale`` runs ``python -m scale train --model OUT/model`` under ``torchrun`` with the FSDP2 learner
-(``learner.parallel=fsdp``: one rank per GPU, 2 gloo ranks on a CPU; scale shards only with 2 or more ranks, so on
-a single GPU the learner is one unsharded rank) and, on a GPU, the vLLM engine (the transformers engine on a CPU),
-recording the process tree's peak RSS and, on a GPU, the peak GPU memory nvidia-smi reports. ``trl`` trains
-:class:`flashsim.integrations.trl.FlashReinforceTrainer` with one rollout per prompt on two-digit products (reward
-1 when the first integer of the completion is the product; a random model scores ~0, so this measures speed and the
-log-prob agreement, not learning) with TRL's colocated vLLM on a GPU and its transformers generation on a CPU.
-``report`` reads scale's ``metrics.jsonl`` and the TRL step's ``trl.json``.
+(``learner.parallel=fsdp``: one rank per GPU — a group of one on a single GPU — and 2 gloo ranks on a CPU) and, on
+a GPU, the vLLM engine (the transformers engine on a CPU), recording the process tree's peak RSS and, on a GPU, the
+peak GPU memory nvidia-smi reports. ``trl`` trains :class:`flashsim.integrations.trl.FlashReinforceTrainer` with
+one rollout per prompt on two-digit products (reward 1 when the first integer of the completion is the product; a
+random model scores ~0, so this measures speed and the log-prob agreement, not learning) with TRL's colocated vLLM
+on a GPU and its transformers generation on a CPU. ``report`` reads scale's ``metrics.jsonl`` and the TRL step's
+``trl.json``.
 """
 
 from __future__ import annotations

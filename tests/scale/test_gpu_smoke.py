@@ -40,3 +40,31 @@ def test_an_unknown_option_is_a_usage_error(tmp_path):
     result = subprocess.run(["bash", str(ROOT / "scale" / "examples" / "gpu_smoke.sh"), "--gpu"], capture_output=True,
                             text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 2 and "usage: gpu_smoke.sh [--cpu] [--out OUT]" in result.stderr
+
+
+
+@pytest.mark.parametrize("single_rank", [True, False], ids=["fsdp", "ddp"])
+def test_one_torchrun_rank_joins_a_group_of_one_only_for_the_fsdp_learner(monkeypatch, single_rank):
+    """The smoke's single-GPU case: under ``torchrun --nproc-per-node 1`` (WORLD_SIZE=1) ``learner.parallel: fsdp``
+    joins a process group of one rank, so the FSDP2 learner shards (scale/run/build.py passes ``single_rank``); a
+    DDP learner stays one plain process, as before."""
+    import socket
+
+    import torch.distributed as dist
+
+    from scale.learner.distributed import init_from_environment, world_size
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    for key, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": port}.items():
+        monkeypatch.setenv(key, value)
+    assert not dist.is_initialized()
+    try:
+        joined = init_from_environment("cpu", timeout_s=60, single_rank=single_rank)
+        assert joined is single_rank and dist.is_initialized() is single_rank
+        assert world_size() == 1
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
