@@ -8,7 +8,8 @@ Importing this package registers (gymnasium 1.x, each with a native numpy vector
 * ``toy_envs/ReasoningChain-v0`` — :class:`ReasoningChain`, think-then-answer under a length limit.
 
 All three step through one shared implementation (:mod:`toy_envs.core`) driven by their exact
-:class:`MDPTables`, available as ``env.unwrapped.tables()``. :func:`exact_tables` also builds
+:class:`MDPTables`, available as ``env.unwrapped.tables()``; :data:`TOY_ENVS` is the registration table
+(one :class:`EnvRow` per env: a new env is its file and one row). :func:`exact_tables` also builds
 tables for gymnasium's toy-text envs from their ``P`` transition table (``FrozenLake-v1``). This
 package imports neither torch nor flashsim.
 
@@ -25,9 +26,16 @@ package imports neither torch nor flashsim.
 
 from __future__ import annotations
 
-from gymnasium.envs.registration import register, registry
-
-from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
+from toy_envs.core import (
+    EnvRow,
+    Latency,
+    TabularDynamics,
+    TabularEnv,
+    TabularVectorEnv,
+    ToyEnv,
+    ToyVectorEnv,
+    configured_latency,
+)
 from toy_envs.prompt_bandit import (
     BANDIT_PRESETS,
     PromptBandit,
@@ -40,20 +48,27 @@ from toy_envs.reasoning_chain import ReasoningChain, ReasoningChainConfig, Reaso
 from toy_envs.tables import MDPTables, exact_tables, p_table_tables
 from toy_envs.tool_gridworld import ToolGridworld, ToolGridworldConfig, ToolGridworldVectorEnv, gridworld_tables
 
-ENV_IDS = ("toy_envs/PromptBandit-v0", "toy_envs/ToolGridworld-v0", "toy_envs/ReasoningChain-v0")
+TOY_ENVS: tuple[EnvRow, ...] = (
+    EnvRow("toy_envs/PromptBandit-v0", "toy_envs.prompt_bandit:PromptBandit",
+           {"bandit": {}, "bandit_tiny": bandit_preset("tiny"), "bandit_hard": bandit_preset("hard")}),
+    EnvRow("toy_envs/ToolGridworld-v0", "toy_envs.tool_gridworld:ToolGridworld", {"gridworld": {}}),
+    EnvRow("toy_envs/ReasoningChain-v0", "toy_envs.reasoning_chain:ReasoningChain", {"chain": {}}),
+)
+"""The registration table: one row per toy env (its gymnasium id, its class, its ``--env`` presets). A new toy
+env is its file (a :class:`ToyEnv` subclass and its :class:`ToyVectorEnv`) and one row here
+(docs/design.md, "Adding a toy env")."""
+
+ENV_IDS = tuple(row.env_id for row in TOY_ENVS)
 """The registered environment ids."""
 
-for _env_id, _name in zip(ENV_IDS, ("PromptBandit", "ToolGridworld", "ReasoningChain")):
-    if _env_id not in registry:
-        register(
-            id=_env_id,
-            entry_point=f"toy_envs:{_name}",
-            vector_entry_point=f"toy_envs:{_name}VectorEnv",
-        )
+for _row in TOY_ENVS:
+    _row.register()
 
 __all__ = [
     "BANDIT_PRESETS",
     "ENV_IDS",
+    "TOY_ENVS",
+    "EnvRow",
     "Latency",
     "MDPTables",
     "PromptBandit",
@@ -65,12 +80,15 @@ __all__ = [
     "TabularDynamics",
     "TabularEnv",
     "TabularVectorEnv",
+    "ToyEnv",
+    "ToyVectorEnv",
     "ToolGridworld",
     "ToolGridworldConfig",
     "ToolGridworldVectorEnv",
     "bandit_preset",
     "bandit_tables",
     "chain_tables",
+    "configured_latency",
     "exact_tables",
     "gridworld_tables",
     "p_table_tables",

@@ -3,8 +3,10 @@
 :class:`TabularDynamics` steps a batch of episodes through :class:`~toy_envs.tables.MDPTables`;
 :class:`TabularEnv` is the batch-of-one gymnasium env and :class:`TabularVectorEnv` the native
 vector env (NEXT_STEP autoreset). Each toy env only builds its tables (a pure function of its
-configuration) and subclasses these two, so there is no second copy of the physics to drift
-(gymnasium's CartPole vector env copies its physics line by line; we do not).
+configuration) and subclasses :class:`ToyEnv` / :class:`ToyVectorEnv` (the shell: keyword arguments →
+config → tables and latency), so there is no second copy of the physics to drift (gymnasium's CartPole
+vector env copies its physics line by line; we do not). :class:`EnvRow` is one row of the registration
+table, :data:`toy_envs.TOY_ENVS`.
 
 Randomness is counter-based so that a vector env and a loop of single envs draw *the same* numbers:
 each episode has a 64-bit key (from the env's seeded ``np_random`` and an episode counter) and every
@@ -14,8 +16,9 @@ depends on how many other envs run alongside, which makes "vector env == loop of
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -84,7 +87,7 @@ class Latency:
     A step lasts ``step_duration · e^{step_duration_sigma · z}`` plus, for a tool call,
     ``tool_latency · e^{tool_latency_sigma · z'}`` (z, z' independent standard normals; the medians are
     ``step_duration`` and ``tool_latency``). The gymnasium envs report it as ``info["duration"]`` and
-    the simulator's event engine schedules workers with it.
+    the simulator's event loop schedules workers with it.
     """
 
     step_duration: float = 1.0
@@ -374,3 +377,63 @@ class TabularVectorEnv(VectorEnv):
         }
         observations = self._dynamics.tables.observation_of_state[self._states]
         return observations, reward, terminated, truncated, info
+
+
+def configured_latency(config: Any) -> Latency:
+    """The :class:`Latency` an env's config describes: its fields named as :class:`Latency`'s (the others keep
+    their defaults)."""
+    return Latency(**{f.name: getattr(config, f.name) for f in fields(Latency) if hasattr(config, f.name)})
+
+
+class ToyEnv(TabularEnv):
+    """The shell every toy env shares: keyword arguments → the env's config → its tables and latency.
+
+    A toy env subclasses it and names two things, its ``config_class`` (a frozen dataclass whose
+    ``__post_init__`` checks the arguments) and ``tables_of`` (config → :class:`MDPTables`); the keyword
+    ``latency=`` (a :class:`Latency`) overrides the configured latency, as the simulator's timing does.
+    """
+
+    config_class: ClassVar[type]
+    """The env's configuration dataclass, called with the env's keyword arguments."""
+    tables_of: ClassVar[Callable[[Any], MDPTables]]
+    """The env's exact tables as a pure function of its configuration (a ``staticmethod``)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(self.dynamics_of(kwargs))
+
+    @classmethod
+    def dynamics_of(cls, kwargs: dict[str, Any]) -> TabularDynamics:
+        """The :class:`TabularDynamics` of the env that ``kwargs`` describe."""
+        latency = kwargs.pop("latency", None)  # a Latency overriding the configured one
+        config = cls.config_class(**kwargs)
+        return TabularDynamics(cls.tables_of(config), latency or configured_latency(config))
+
+
+class ToyVectorEnv(TabularVectorEnv):
+    """The native vector env of a :class:`ToyEnv` (``env_class``): the same keyword arguments plus ``num_envs``."""
+
+    env_class: ClassVar[type[ToyEnv]]
+
+    def __init__(self, num_envs: int = 1, **kwargs: Any):
+        super().__init__(self.env_class.dynamics_of(kwargs), num_envs)
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    """One row of :data:`toy_envs.TOY_ENVS`: a toy env, registered with gymnasium, and its ``--env`` presets.
+
+    Args:
+        env_id: the gymnasium id (``toy_envs/PromptBandit-v0``).
+        entry_point: ``"module:Class"`` of its :class:`ToyEnv`; the module also defines ``ClassVectorEnv``.
+        presets: ``--env`` name → keyword arguments of the env (``flashsim.sim.config.ENVS`` reads them).
+    """
+
+    env_id: str
+    entry_point: str
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def register(self) -> None:
+        """Register the env and its vector env with gymnasium (nothing happens when the id is registered)."""
+        if self.env_id not in gym.registry:
+            gym.register(id=self.env_id, entry_point=self.entry_point,
+                         vector_entry_point=f"{self.entry_point}VectorEnv")

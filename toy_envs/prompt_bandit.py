@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from flashsim.validation import check_int, check_real
-from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
+from toy_envs.core import ToyEnv, ToyVectorEnv
 from toy_envs.tables import MDPTables, answer_features, check_array, split_prompts
 
 #: Beta concentration of the per-prompt difficulty (mean ``difficulty``; 4 gives a broad spread).
@@ -111,13 +111,7 @@ def bandit_preset(name: str) -> dict[str, Any]:
     return dict(BANDIT_PRESETS[name])
 
 
-def _dynamics(kwargs: dict[str, Any]) -> TabularDynamics:
-    latency = kwargs.pop("latency", None)  # a toy_envs.Latency overriding the configured one
-    config = PromptBanditConfig(**kwargs)
-    return TabularDynamics(bandit_tables(config), latency or Latency(step_duration=config.step_duration))
-
-
-class PromptBandit(TabularEnv):
+class PromptBandit(ToyEnv):
     """A contextual bandit over prompts: the RL-for-LLMs setting reduced to one step.
 
     ## Description
@@ -162,12 +156,11 @@ class PromptBandit(TabularEnv):
         (1, 1, [0.3, 0.7])
     """
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(_dynamics(kwargs))
+    config_class = PromptBanditConfig
+    tables_of = staticmethod(bandit_tables)
 
 
-class PromptBanditVectorEnv(TabularVectorEnv):
+class PromptBanditVectorEnv(ToyVectorEnv):
     """Native vector :class:`PromptBandit` (same arguments plus ``num_envs``)."""
 
-    def __init__(self, num_envs: int = 1, **kwargs: Any):
-        super().__init__(_dynamics(kwargs), num_envs)
+    env_class = PromptBandit

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from flashsim.validation import check_int, check_real
-from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
+from toy_envs.core import ToyEnv, ToyVectorEnv
 from toy_envs.tables import MDPTables, answer_features, check_array, split_prompts
 
 #: Gamma shape of the per-prompt thinking scale tau_p (mean ``thinking_scale``; 2 = moderate spread).
@@ -117,13 +117,7 @@ def chain_tables(config: ReasoningChainConfig) -> MDPTables:
     )
 
 
-def _dynamics(kwargs: dict[str, Any]) -> TabularDynamics:
-    latency = kwargs.pop("latency", None)  # a toy_envs.Latency overriding the configured one
-    config = ReasoningChainConfig(**kwargs)
-    return TabularDynamics(chain_tables(config), latency or Latency(step_duration=config.step_duration))
-
-
-class ReasoningChain(TabularEnv):
+class ReasoningChain(ToyEnv):
     """The LLM-length toy: how long to think before answering, under a hard length limit.
 
     ## Description
@@ -167,12 +161,11 @@ class ReasoningChain(TabularEnv):
         ([1, 2], True)
     """
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(_dynamics(kwargs))
+    config_class = ReasoningChainConfig
+    tables_of = staticmethod(chain_tables)
 
 
-class ReasoningChainVectorEnv(TabularVectorEnv):
+class ReasoningChainVectorEnv(ToyVectorEnv):
     """Native vector :class:`ReasoningChain` (same arguments plus ``num_envs``)."""
 
-    def __init__(self, num_envs: int = 1, **kwargs: Any):
-        super().__init__(_dynamics(kwargs), num_envs)
+    env_class = ReasoningChain

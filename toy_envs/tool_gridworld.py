@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from flashsim.validation import check_int, check_real
-from toy_envs.core import Latency, TabularDynamics, TabularEnv, TabularVectorEnv
+from toy_envs.core import Latency, ToyEnv, ToyVectorEnv
 from toy_envs.tables import ROW_SUM_TOLERANCE, MDPTables, check_array, split_prompts
 
 UP, RIGHT, DOWN, LEFT, TOOL = range(5)
@@ -247,14 +247,7 @@ def gridworld_tables(config: ToolGridworldConfig) -> MDPTables:
     )
 
 
-def _dynamics(kwargs: dict[str, Any]) -> TabularDynamics:
-    latency = kwargs.pop("latency", None)  # a toy_envs.Latency overriding the configured one
-    config = ToolGridworldConfig(**kwargs)
-    latency = latency or Latency(config.step_duration, config.tool_latency, config.tool_latency_sigma)
-    return TabularDynamics(gridworld_tables(config), latency)
-
-
-class ToolGridworld(TabularEnv):
+class ToolGridworld(ToyEnv):
     """The agentic toy: walk to the prompt's goal, or first pay for a tool call that says where it is.
 
     ## Description
@@ -306,12 +299,11 @@ class ToolGridworld(TabularEnv):
         (True, True)
     """
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(_dynamics(kwargs))
+    config_class = ToolGridworldConfig
+    tables_of = staticmethod(gridworld_tables)
 
 
-class ToolGridworldVectorEnv(TabularVectorEnv):
+class ToolGridworldVectorEnv(ToyVectorEnv):
     """Native vector :class:`ToolGridworld` (same arguments plus ``num_envs``)."""
 
-    def __init__(self, num_envs: int = 1, **kwargs: Any):
-        super().__init__(_dynamics(kwargs), num_envs)
+    env_class = ToolGridworld

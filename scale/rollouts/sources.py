@@ -1,6 +1,7 @@
 """Where the learner's batches come from: a synchronous collector, or asynchronous rollout workers.
 
-Both offer ``next_batch(num_trajectories) -> (rollouts, info)`` and ``publish(model, version)``. ``info``
+Every source is a :class:`RolloutSource`: ``next_batch(num_trajectories) -> (rollouts, info)``,
+``publish(model, version)`` and ``close()``. ``info``
 holds ``time/generate_s`` (seconds the engines spent generating and scoring since the previous batch) and
 ``time/wait_s`` (seconds the learner was blocked waiting for this batch: in the synchronous loop the
 generation itself). Ray actors (:mod:`scale.rollouts.ray_sources`) report ``time/wait_s`` only.
@@ -37,7 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -49,6 +50,33 @@ from scale.rollouts.tokenizer import Tokenizer
 from scale.rollouts.trajectory import Rollout, RolloutEngine
 
 _POLL_SECONDS = 0.05
+
+
+class RolloutSource(Protocol):
+    """What the trainer asks of a rollout source (:class:`SyncRollouts`, :class:`AsyncRollouts`,
+    :class:`~scale.rollouts.ray_sources.RayRollouts`, :class:`InjectedLag`); a new source needs these three
+    methods and nothing else. The trainer calls ``publish`` once after each update, ``next_batch`` once before
+    it, and ``close`` once when the run ends or fails."""
+
+    def next_batch(self, num_trajectories: int) -> tuple[list[Rollout], dict[str, float]]:
+        """At least ``num_trajectories`` scored trajectories, whole groups only, each carrying the version
+        and log-probs of the weights that sampled it; and ``info``, namespaced floats for the metrics row
+        (``time/wait_s``: seconds the caller was blocked; see the module docstring for the rest).
+
+        Raises:
+            RolloutFleetError: the source can no longer deliver (the message says why).
+        """
+        ...
+
+    def publish(self, model: Any, version: int) -> None:
+        """Hand the source weights ``version`` (a module or a state dict, copied before this returns: the
+        caller goes on training it); trajectories sampled later use them, or older ones when lag is
+        injected."""
+        ...
+
+    def close(self) -> None:
+        """Stop sampling and release the engines' threads, actors or processes; safe after a failure."""
+        ...
 
 
 class RolloutFleetError(RuntimeError):
@@ -194,7 +222,7 @@ class InjectedLag:
         weights, version: what the source's engines hold now (a module or a state dict, and its version).
     """
 
-    def __init__(self, source: Any, lag: int, weights: Any, version: int) -> None:
+    def __init__(self, source: RolloutSource, lag: int, weights: Any, version: int) -> None:
         self.source, self.lag = source, check_int("injected_lag", lag, low=1)
         self.kept: deque[tuple[int, dict[str, torch.Tensor]]] = deque([(int(version), snapshot(weights))],
                                                                       maxlen=lag + 1)

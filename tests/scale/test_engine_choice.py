@@ -70,11 +70,27 @@ def test_the_7b_tool_use_recipe_is_a_valid_sharded_configuration():
     assert config.train.batch_size % 4 == 0  # 4 learner ranks
 
 
-def test_the_engine_table_names_exactly_the_engines_the_config_accepts():
-    from scale.run.build import ENGINES
-    from scale.run.config import ENGINE_NAMES
+def test_every_row_of_the_engine_table_names_a_builder_that_imports():
+    import importlib
+    import inspect
 
-    assert tuple(ENGINES) == ENGINE_NAMES
+    from scale.run.config import ENGINES
+
+    for name, path in ENGINES.items():
+        module, _, function = path.partition(":")
+        builder = getattr(importlib.import_module(module), function)
+        assert list(inspect.signature(builder).parameters) == ["config", "model", "tokenizer", "seed"], name
+
+
+@pytest.mark.slow  # a fresh interpreter (~3 s), so that nothing is imported already
+def test_checking_a_config_imports_no_engine_module():
+    import subprocess
+    import sys
+
+    code = ("import sys; from scale.run.config import load_config; load_config('scale/configs/tiny_cpu.yaml'); "
+            "print(sorted(m for m in sys.modules if m.startswith('scale.rollouts.engines') or m == 'vllm'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_build_engine_refuses_a_name_missing_from_the_table_instead_of_falling_back_to_vllm(tokenizer):

@@ -1,10 +1,10 @@
-"""Stateful property test of the event engine's accounting under crashes, stragglers and any learner pace.
+"""Stateful property test of the event loop's accounting under crashes, stragglers and any learner pace.
 
-Hypothesis drives one engine through random interleavings of learner updates (with random gate
-verdicts), injected worker crashes and injected stragglers, over random engine configurations
+Hypothesis drives one event loop through random interleavings of learner updates (with random gate
+verdicts), injected worker crashes and injected stragglers, over random event-loop configurations
 (workers, group size, synchronous or not, backpressure, random crash and straggler rates). After
 every step: no trajectory is lost or used twice — each started trajectory is consumed, rejected,
-crashed, in flight or queued, exactly once, and the engine's own structures agree with the ledger.
+crashed, in flight or queued, exactly once, and the event loop's own structures agree with the ledger.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TimingModel, make_env
-from flashsim.sim.engine import AsyncEngine
+from flashsim.sim.events import EventLoop
 from flashsim.sim.rollouts import CONSUMED, CRASHED, REJECTED, Sampler, Snapshot
 
 
@@ -44,18 +44,18 @@ class EngineAccounting(RuleBasedStateMachine):
             num_workers=workers, synchronous=synchronous, crash_prob=crash_prob, restart_time=1.5,
             max_queued=None if extra_queue is None else batch_size + extra_queue,
         )
-        self.engine = AsyncEngine(
+        self.loop = EventLoop(
             config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), Sampler(sim_env),
             timing, tables.train_prompts, np.random.default_rng(seed),
         )
         self.policy = make_policy("tabular", tables)
-        self.engine.publish(Snapshot.of_policy(self.policy, 0))
+        self.loop.publish(Snapshot.of_policy(self.policy, 0))
         self.version, self.batch_size, self.group_size = 0, batch_size, group_size
         self.consumed, self.rejected, self.crashed_by_test = set(), set(), set()
 
     @rule(verdicts=st.lists(st.booleans(), min_size=12, max_size=12))
     def learner_update(self, verdicts):
-        batch = self.engine.next_batch()
+        batch = self.loop.next_batch()
         ids = batch.ids.tolist()
         assert len(ids) == len(set(ids)) == self.batch_size
         assert not set(ids) & (self.consumed | self.rejected | self.crashed_by_test), "a trajectory was used twice"
@@ -63,35 +63,35 @@ class EngineAccounting(RuleBasedStateMachine):
         assert (groups == groups[:, :1]).all(), "a group was split"
         assert (batch.versions <= self.version).all()
         admitted = np.array(verdicts[: self.batch_size])
-        self.engine.ledger.settle(batch.ids, admitted)
+        self.loop.ledger.settle(batch.ids, admitted)
         self.consumed |= {i for i, a in zip(ids, admitted) if a}
         self.rejected |= {i for i, a in zip(ids, admitted) if not a}
         self.version += 1
-        self.engine.publish(Snapshot.of_policy(self.policy, self.version))
+        self.loop.publish(Snapshot.of_policy(self.policy, self.version))
 
-    @precondition(lambda self: (self.engine.worker_trajectory >= 0).any())
+    @precondition(lambda self: (self.loop.worker_trajectory >= 0).any())
     @rule(worker=st.integers(0, 7))
     def crash_a_worker(self, worker):
-        busy = np.flatnonzero(self.engine.worker_trajectory >= 0)
+        busy = np.flatnonzero(self.loop.worker_trajectory >= 0)
         chosen = int(busy[worker % busy.size])
-        victim = int(self.engine.worker_trajectory[chosen])
-        assert self.engine.crash_worker(chosen)
+        victim = int(self.loop.worker_trajectory[chosen])
+        assert self.loop.crash_worker(chosen)
         self.crashed_by_test.add(victim)
 
-    @precondition(lambda self: (self.engine.worker_trajectory >= 0).any())
+    @precondition(lambda self: (self.loop.worker_trajectory >= 0).any())
     @rule(worker=st.integers(0, 7), factor=st.floats(1.0, 30.0))
     def make_a_straggler(self, worker, factor):
-        busy = np.flatnonzero(self.engine.worker_trajectory >= 0)
-        assert self.engine.delay_worker(int(busy[worker % busy.size]), factor)
+        busy = np.flatnonzero(self.loop.worker_trajectory >= 0)
+        assert self.loop.delay_worker(int(busy[worker % busy.size]), factor)
 
     @invariant()
     def every_trajectory_is_in_exactly_one_place(self):
-        counts = self.engine.check()
+        counts = self.loop.check()
         assert counts["taken"] == 0
         assert counts["started"] == (
             counts["consumed"] + counts["rejected"] + counts["crashed"] + counts["in_flight"] + counts["queued"]
         )
-        ledger = self.engine.ledger
+        ledger = self.loop.ledger
         assert set(ledger.ids_in(CONSUMED).tolist()) == self.consumed
         assert set(ledger.ids_in(REJECTED).tolist()) == self.rejected
         assert self.crashed_by_test <= set(ledger.ids_in(CRASHED).tolist())

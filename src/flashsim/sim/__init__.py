@@ -10,7 +10,7 @@ Modules, one job each:
   ``make_env`` (a vector env and its tables, if any);
 - :mod:`~flashsim.sim.rollouts` — rollout sources (``publish``, ``next_batch``): snapshots θ_k, the
   tabular rollout loop, the accounting ledger, injected lag (fixed, random);
-- :mod:`~flashsim.sim.engine` — the discrete-event engine of N workers (emergent lag, crashes), the
+- :mod:`~flashsim.sim.events` — the discrete-event loop of N workers (emergent lag, crashes), the
   same kind of source;
 - :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics; the learner (optimizer
   steps through the loss registry); :func:`train`, the run with outputs, checkpoints, resume, progress
@@ -41,13 +41,16 @@ from flashsim.sim.config import (
     make_env,
     parse_lag,
 )
-from flashsim.sim.engine import AsyncEngine
+from flashsim.sim.events import EventLoop
 from flashsim.sim.rollouts import AccountingError, LaggedSource, Ledger, Sampler, Snapshot, draw_lags, roll_out
-from flashsim.sim.simulation import METRIC_KEYS, PolicyLearner, Simulation, TrainResult, train
+from flashsim.sim.simulation import METRIC_KEYS, PolicyLearner, SimulatedSource, Simulation, TrainResult, train
+
+AsyncEngine = EventLoop
+"""The former name of :class:`EventLoop` (until issue 36: "engine" now means only ``scale``'s samplers)."""
 
 __all__ = [
-    "AccountingError", "AlgorithmConfig", "AsyncEngine", "AsyncWorkers", "ENVS", "FixedLag",
-    "LaggedSource", "Ledger", "METRIC_KEYS", "PolicyLearner", "RandomLag", "Sampler", "SimEnv", "Simulation",
-    "Snapshot", "TimingModel", "TrainConfig", "TrainResult", "build_tables", "draw_lags", "make_env", "optimal_success",
-    "parse_lag", "roll_out", "train",
+    "AccountingError", "AlgorithmConfig", "AsyncWorkers", "ENVS", "EventLoop", "FixedLag",
+    "LaggedSource", "Ledger", "METRIC_KEYS", "PolicyLearner", "RandomLag", "Sampler", "SimEnv", "SimulatedSource",
+    "Simulation", "Snapshot", "TimingModel", "TrainConfig", "TrainResult", "build_tables", "draw_lags", "make_env",
+    "optimal_success", "parse_lag", "roll_out", "train",
 ]

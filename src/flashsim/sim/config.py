@@ -24,9 +24,8 @@ learner updates, δ the sequence-gate threshold, N rollout workers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from types import MappingProxyType
 from typing import Any
 
 import gymnasium as gym
@@ -296,16 +295,31 @@ class EnvPreset:
         return timing_of(gym.make(self.env_id, **self.options))
 
 
-ENVS: Mapping[str, EnvPreset] = MappingProxyType({
-    "bandit": EnvPreset("toy_envs/PromptBandit-v0"),
-    "bandit_tiny": EnvPreset("toy_envs/PromptBandit-v0", toy_envs.bandit_preset("tiny")),
-    "bandit_hard": EnvPreset("toy_envs/PromptBandit-v0", toy_envs.bandit_preset("hard")),
-    "gridworld": EnvPreset("toy_envs/ToolGridworld-v0"),
-    "chain": EnvPreset("toy_envs/ReasoningChain-v0"),
-})
-"""Env presets by ``--env`` name: PromptBandit (64 prompts × 4 answers; ``tiny`` 2 × 2; ``hard`` 8
-answers, harder prompts), ToolGridworld (5 × 5, H = 20, tool latency median 5 s, σ = 1) and
-ReasoningChain (16 prompts, H = 16). Any other registered gymnasium id is accepted too."""
+class _Presets(Mapping[str, EnvPreset]):
+    """``--env`` name → :class:`EnvPreset`, read from the registration table :data:`toy_envs.TOY_ENVS` at each
+    lookup (each row registered with gymnasium first), so that a row added there is a preset here."""
+
+    def _table(self) -> dict[str, EnvPreset]:
+        presets: dict[str, EnvPreset] = {}
+        for row in toy_envs.TOY_ENVS:
+            row.register()
+            presets.update({name: EnvPreset(row.env_id, options) for name, options in row.presets.items()})
+        return presets
+
+    def __getitem__(self, name: str) -> EnvPreset:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+ENVS: Mapping[str, EnvPreset] = _Presets()
+"""Env presets by ``--env`` name, the rows of :data:`toy_envs.TOY_ENVS`: PromptBandit (64 prompts × 4 answers;
+``tiny`` 2 × 2; ``hard`` 8 answers, harder prompts), ToolGridworld (5 × 5, H = 20, tool latency median 5 s,
+σ = 1) and ReasoningChain (16 prompts, H = 16). Any other registered gymnasium id is accepted too."""
 
 
 def env_timing(name: str) -> TimingModel:

@@ -1,8 +1,8 @@
 """Rollout sources of the simulator: snapshots θ_k, the tabular rollout loop, the ledger, injected lag.
 
 A source answers the verbs of ``scale``'s sources: ``publish(snapshot)`` after every learner update and
-``next_batch()`` for the learner's next :class:`Batch`. The parts (the event engine,
-:mod:`flashsim.sim.engine`, uses them too): :class:`Snapshot` (the behaviour policy of version k as a
+``next_batch()`` for the learner's next :class:`Batch`. The parts (the event loop,
+:mod:`flashsim.sim.events`, uses them too): :class:`Snapshot` (the behaviour policy of version k as a
 log-prob table and its CDF, built once) and :class:`SnapshotStore`; :func:`roll_out`, **the** tabular
 rollout loop (inverse-CDF actions, ``log μ(a_t | o_t)`` stored at sampling time, never recomputed),
 run on a gymnasium vector env by :class:`Sampler` and on the toy envs' dynamics core by
@@ -359,7 +359,7 @@ class Ledger:
         return ids
 
     def start_one(self) -> int:
-        """Allocate one new IN_FLIGHT id (the event engine's scalar fast path)."""
+        """Allocate one new IN_FLIGHT id (the event loop's scalar fast path)."""
         if self.started == self._status.shape[0]:
             self.start(1)
             return self.started - 1
@@ -407,10 +407,10 @@ class Ledger:
         return counts
 
     def check(self, in_flight: np.ndarray | None = None, queued: np.ndarray | None = None) -> dict[str, int]:
-        """Verify the invariant; optionally that the engine's in-flight and queued ids match the ledger's.
+        """Verify the invariant; optionally that the event loop's in-flight and queued ids match the ledger's.
 
         Raises:
-            AccountingError: a trajectory is unaccounted for, or the engine and ledger disagree.
+            AccountingError: a trajectory is unaccounted for, or the event loop and the ledger disagree.
         """
         counts = self.counts()
         if sum(v for k, v in counts.items() if k != "started") != self.started:
@@ -419,7 +419,7 @@ class Ledger:
             if expected is not None:
                 actual = self.ids_in(code)
                 if not np.array_equal(np.sort(np.asarray(expected, dtype=np.int64)), actual):
-                    raise AccountingError(f"engine's {name} ids {sorted(expected)} != ledger's {actual.tolist()}")
+                    raise AccountingError(f"event loop's {name} ids {sorted(expected)} != ledger's {actual.tolist()}")
         return counts
 
     def _move(self, ids: np.ndarray | int, source: int, target: int) -> None:
@@ -530,7 +530,7 @@ class LaggedSource:
     Update k (θ_k → θ_{k+1}) trains on trajectories of θ_{k − L}: L fixed (θ_0 while k < L, the
     warm-up) or drawn per group. The clock is that of B synchronous workers: a batch takes as long as
     its slowest trajectory, then the learner updates. Lag that *emerges* from timing:
-    :class:`flashsim.sim.engine.AsyncEngine`.
+    :class:`flashsim.sim.events.EventLoop`.
 
     Args:
         model: the lag model.

@@ -2,7 +2,7 @@
 
 :class:`Simulation` wires the parts together: a vector env (:func:`~flashsim.sim.config.make_env`), a policy
 (:mod:`flashsim.policies`), a rollout source that decides the lag (:class:`~flashsim.sim.rollouts.LaggedSource`
-for injected lag, :class:`~flashsim.sim.engine.AsyncEngine` for emergent lag), the :class:`PolicyLearner`
+for injected lag, :class:`~flashsim.sim.events.EventLoop` for emergent lag), the :class:`PolicyLearner`
 and exact evaluation (:func:`flashsim.exact.evaluate`, or a seeded Monte Carlo estimate with its
 standard error for envs without tables). Update k takes the source's next batch (or the next
 minibatch of the current one), takes one optimizer step, and publishes θ_{k+1}. All randomness comes
@@ -58,7 +58,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -70,7 +70,7 @@ from flashsim.io import SUMMARY, ProgressBar, RunDirectory, load_checkpoint, plo
 from flashsim.losses import LOSSES
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TrainConfig, make_env, timing_of
-from flashsim.sim.engine import AsyncEngine, EngineState, TrajectoryStore
+from flashsim.sim.events import EventLoop, EventLoopState, TrajectoryStore
 from flashsim.sim.rollouts import (
     Batch,
     LaggedSource,
@@ -99,6 +99,41 @@ METRIC_KEYS = (
 """Every metric of an update, in column order."""
 
 
+class SimulatedSource(Protocol):
+    """What :class:`Simulation` asks of a rollout source of simulated trajectories
+    (:class:`~flashsim.sim.rollouts.LaggedSource` for injected lag, :class:`~flashsim.sim.events.EventLoop` for
+    emergent lag); a new lag model is a source with these members. ``publish`` is called once with θ_0, then
+    once after each update; ``next_batch`` once before each update."""
+
+    ledger: Ledger
+    """Every trajectory the source started, in exactly one state (the learner settles a batch's ids in it)."""
+
+    def publish(self, snapshot: Snapshot) -> None:
+        """The learner published ``snapshot`` (θ_k, version k; θ_0 at the start); later trajectories may use it."""
+        ...
+
+    def next_batch(self) -> Batch:
+        """The batch for the update from the newest published version: B trajectories (whole groups), each row
+        with its id, the version that sampled it and its group; their ids TAKEN in the ledger."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """The ``time/`` metrics of the simulated clock so far."""
+        ...
+
+    def check(self) -> dict[str, int]:
+        """The ledger's invariant (raises :class:`~flashsim.sim.rollouts.AccountingError`); its counts."""
+        ...
+
+    def state_dict(self) -> Any:
+        """A deep copy of the mutable state, of the classes in :data:`STATE_TYPES` (the generator apart)."""
+        ...
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict`'s state."""
+        ...
+
+
 class Simulation:
     """A training run of ``config``, advanced with :meth:`step` (see the module docstring).
 
@@ -120,8 +155,8 @@ class Simulation:
         self.learner = PolicyLearner(self.policy, config.algorithm)
         self.exact_tables = exact.to_torch(self.tables) if self.tables is not None else None
         self.sampler = Sampler(self.env, self.timing.step_duration, config.logprob_noise)
-        source = AsyncEngine if isinstance(config.lag, AsyncWorkers) else LaggedSource
-        self.source = source(
+        source = EventLoop if isinstance(config.lag, AsyncWorkers) else LaggedSource
+        self.source: SimulatedSource = source(
             config.lag, config.algorithm, self.sampler, self.timing, self.env.train_prompts, self.rng
         )
         self.update = 0
@@ -129,7 +164,7 @@ class Simulation:
         self.source.publish(Snapshot.of_policy(self.policy, 0))
 
     @property
-    def ledger(self):
+    def ledger(self) -> Ledger:
         """The source's accounting ledger."""
         return self.source.ledger
 
@@ -266,7 +301,7 @@ class SimulationState:
     """``numpy.random.Generator.bit_generator.state`` (plain data)."""
     learner: LearnerState
     source: Any
-    """The rollout source's state (``LaggedSourceState`` or ``EngineState``)."""
+    """The rollout source's state (``LaggedSourceState`` or ``EventLoopState``)."""
     current: CollectedBatch | None
 
 
@@ -412,7 +447,7 @@ class LearnerState:
 
 CHECKPOINT, CONFIG, CURVES = "checkpoint.pt", "config.json", "curves.png"
 STATE_TYPES = (
-    SimulationState, LearnerState, CollectedBatch, Batch, PreparedBatch, TrajectoryArrays, EngineState,
+    SimulationState, LearnerState, CollectedBatch, Batch, PreparedBatch, TrajectoryArrays, EventLoopState,
     LaggedSourceState, LedgerState, Ledger, SnapshotStoreState, Snapshot, SimClock, TrajectoryStore,
 )
 """Classes of the simulator's own state objects that its checkpoints may hold (see :mod:`flashsim.io`);

@@ -1,4 +1,4 @@
-"""The event engine: lag emerges from timing; groups, backpressure, synchronous mode, crashes, stragglers."""
+"""The event loop: lag emerges from timing; groups, backpressure, synchronous mode, crashes, stragglers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from flashsim.policies import make_policy
 from flashsim.sim import AlgorithmConfig, AsyncWorkers, Simulation, TimingModel, TrainConfig
 from flashsim.sim.config import make_env
-from flashsim.sim.engine import AsyncEngine
+from flashsim.sim.events import EventLoop
 from flashsim.sim.rollouts import CONSUMED, CRASHED, REJECTED, Sampler, Snapshot
 
 
@@ -24,24 +24,24 @@ def lags(env, workers, updates=50, warm_up=20, timing=None, batch_size=32, **wor
     return np.mean([r["lag/mean"] for r in later]), np.mean([r["lag/max"] for r in later]), rows
 
 
-def make_engine(config, batch_size=8, group_size=1, timing=None, env="bandit_tiny", seed=0):
+def make_loop(config, batch_size=8, group_size=1, timing=None, env="bandit_tiny", seed=0):
     timing = timing or TimingModel(tool_latency=4.0)  # the default before TimingModel took Latency's fields
     sim_env = make_env(env, batch_size, timing=timing)
     tables = sim_env.tables
-    engine = AsyncEngine(
+    loop = EventLoop(
         config, AlgorithmConfig(batch_size=batch_size, group_size=group_size), Sampler(sim_env), timing,
         tables.train_prompts, np.random.default_rng(seed),
     )
     policy = make_policy("tabular", tables)
-    engine.publish(Snapshot.of_policy(policy, 0))
-    return engine, policy
+    loop.publish(Snapshot.of_policy(policy, 0))
+    return loop, policy
 
 
-def cycle(engine, policy, version):
+def cycle(loop, policy, version):
     """One learner update: take a batch, settle it, publish the next version."""
-    batch = engine.next_batch()
-    engine.ledger.settle(batch.ids, np.ones(len(batch), bool))
-    engine.publish(Snapshot.of_policy(policy, version))
+    batch = loop.next_batch()
+    loop.ledger.settle(batch.ids, np.ones(len(batch), bool))
+    loop.publish(Snapshot.of_policy(policy, version))
     return batch
 
 
@@ -66,71 +66,88 @@ def test_synchronous_workers_are_on_policy_and_idle_at_the_barrier():
 
 
 def test_grouped_batches_hold_whole_groups_of_one_prompt_each():
-    engine, policy = make_engine(AsyncWorkers(num_workers=5), batch_size=12, group_size=4)
+    loop, policy = make_loop(AsyncWorkers(num_workers=5), batch_size=12, group_size=4)
     for version in range(1, 6):
-        batch = cycle(engine, policy, version)
+        batch = cycle(loop, policy, version)
         groups = batch.group_ids.reshape(3, 4)
         prompts = batch.trajectories.prompts.reshape(3, 4)
         assert (groups == groups[:, :1]).all() and (prompts == prompts[:, :1]).all()
         assert len(set(groups[:, 0].tolist())) == 3
-    engine.check()
+    loop.check()
 
 
 def test_backpressure_never_lets_more_than_max_queued_wait():
-    engine, policy = make_engine(AsyncWorkers(num_workers=40, max_queued=10), batch_size=8)
+    loop, policy = make_loop(AsyncWorkers(num_workers=40, max_queued=10), batch_size=8)
     taken = 0
     for version in range(1, 10):
-        taken += len(cycle(engine, policy, version))
+        taken += len(cycle(loop, policy, version))
         # A worker starts only while fewer than max_queued wait; trajectories already running may still land.
-        assert engine.ledger.started - taken <= 10 + engine.config.num_workers
-        assert engine.check()["queued"] == engine.ready_count
+        assert loop.ledger.started - taken <= 10 + loop.config.num_workers
+        assert loop.check()["queued"] == loop.ready_count
 
 
 def test_crashed_trajectories_are_dropped_counted_and_their_tasks_reissued():
-    engine, policy = make_engine(AsyncWorkers(num_workers=6, crash_prob=0.3, restart_time=2.0), group_size=4)
+    loop, policy = make_loop(AsyncWorkers(num_workers=6, crash_prob=0.3, restart_time=2.0), group_size=4)
     taken = []
     for version in range(1, 25):
-        batch = cycle(engine, policy, version)
+        batch = cycle(loop, policy, version)
         taken.extend(batch.ids.tolist())
         assert len(set(batch.group_ids.tolist())) == 2  # groups stay whole despite crashes
-        engine.check()
-    counts = engine.ledger.counts()
-    assert counts["crashed"] > 20 and engine.ledger.crashed == counts["crashed"]
+        loop.check()
+    counts = loop.ledger.counts()
+    assert counts["crashed"] > 20 and loop.ledger.crashed == counts["crashed"]
     assert len(taken) == len(set(taken)) == counts["consumed"]
-    assert not np.isin(engine.ledger.ids_in(CRASHED), taken).any()
+    assert not np.isin(loop.ledger.ids_in(CRASHED), taken).any()
     assert counts["started"] == counts["consumed"] + counts["crashed"] + counts["in_flight"] + counts["queued"]
 
 
 def test_injected_crash_and_straggler_are_accounted_for():
-    engine, policy = make_engine(AsyncWorkers(num_workers=4), batch_size=4)
-    victim = int(engine.worker_trajectory[0])
-    assert engine.crash_worker(0) and engine.ledger.status(victim) == CRASHED
-    assert engine.delay_worker(1, 50.0)
-    slow = int(engine.worker_trajectory[1])
-    batch = cycle(engine, policy, 1)
+    loop, policy = make_loop(AsyncWorkers(num_workers=4), batch_size=4)
+    victim = int(loop.worker_trajectory[0])
+    assert loop.crash_worker(0) and loop.ledger.status(victim) == CRASHED
+    assert loop.delay_worker(1, 50.0)
+    slow = int(loop.worker_trajectory[1])
+    batch = cycle(loop, policy, 1)
     assert slow not in batch.ids and victim not in batch.ids
     for version in range(2, 40):
-        cycle(engine, policy, version)
-        if engine.ledger.status(slow) != 2 and engine.ledger.status(slow) != 1:
+        cycle(loop, policy, version)
+        if loop.ledger.status(slow) != 2 and loop.ledger.status(slow) != 1:
             break
-    assert engine.ledger.status(slow) == CONSUMED
-    assert engine.ledger.stragglers == 1
-    engine.check()
+    assert loop.ledger.status(slow) == CONSUMED
+    assert loop.ledger.stragglers == 1
+    loop.check()
 
 
 def test_rejected_trajectories_are_counted_apart_from_consumed_ones():
-    engine, policy = make_engine(AsyncWorkers(num_workers=4), batch_size=4)
-    batch = engine.next_batch()
-    engine.ledger.settle(batch.ids, np.array([True, False, True, False]))
-    assert engine.ledger.status(batch.ids).tolist() == [CONSUMED, REJECTED, CONSUMED, REJECTED]
+    loop, policy = make_loop(AsyncWorkers(num_workers=4), batch_size=4)
+    batch = loop.next_batch()
+    loop.ledger.settle(batch.ids, np.array([True, False, True, False]))
+    assert loop.ledger.status(batch.ids).tolist() == [CONSUMED, REJECTED, CONSUMED, REJECTED]
     with pytest.raises(RuntimeError, match="taken"):
-        engine.ledger.settle(batch.ids[:1], np.array([True]))
+        loop.ledger.settle(batch.ids[:1], np.array([True]))
 
 
-def test_engine_runs_are_deterministic_per_seed():
+def test_event_loop_runs_are_deterministic_per_seed():
     config = TrainConfig(env="gridworld", algorithm=AlgorithmConfig(batch_size=16),
                          lag=AsyncWorkers(12, crash_prob=0.05), timing=TimingModel(straggler_prob=0.05), seed=3)
     first = [Simulation(config).step() for _ in range(1)]
     a, b = Simulation(config), Simulation(config)
     assert [a.step() for _ in range(15)] == [b.step() for _ in range(15)]
     assert first[0] == Simulation(config).step()
+
+
+def test_checkpoints_name_every_state_class_as_they_did_before_the_modules_were_renamed():
+    # A checkpoint stores module.Class for each state object; a class that moves keeps its old name
+    # (checkpoint_name), so checkpoints written before the move still load and runs write the same bytes.
+    from flashsim.io import _name
+    from flashsim.sim.simulation import STATE_TYPES
+
+    assert sorted(_name(cls) for cls in STATE_TYPES) == sorted([
+        "flashsim.sim.simulation.SimulationState", "flashsim.sim.simulation.LearnerState",
+        "flashsim.sim.simulation.CollectedBatch", "flashsim.sim.rollouts.Batch",
+        "flashsim.sim.simulation.PreparedBatch", "flashsim.sim.rollouts.TrajectoryArrays",
+        "flashsim.sim.engine.EngineState", "flashsim.sim.rollouts.LaggedSourceState",
+        "flashsim.sim.rollouts.LedgerState", "flashsim.sim.rollouts.Ledger",
+        "flashsim.sim.rollouts.SnapshotStoreState", "flashsim.sim.rollouts.Snapshot",
+        "flashsim.sim.rollouts.SimClock", "flashsim.sim.engine.TrajectoryStore",
+    ])

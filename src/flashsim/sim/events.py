@@ -1,4 +1,4 @@
-"""The discrete-event engine: N rollout workers and one learner in simulated time; lag emerges.
+"""The discrete-event loop: N rollout workers and one learner in simulated time; lag emerges.
 
 Each worker starts a trajectory with the newest *published* snapshot θ_k, finishes it after its
 simulated duration (per-step time plus heavy-tailed tool latency, :class:`~flashsim.sim.config.TimingModel`)
@@ -10,9 +10,9 @@ of a trajectory, ``k − version``, is therefore not set by anyone: it grows wit
 many updates later) — the FlashREINFORCE paper's setting.
 
 Faults: a worker may crash mid-trajectory (probability ``crash_prob``, or injected with
-:meth:`AsyncEngine.crash_worker`): its trajectory is dropped and counted, the task (prompt, group)
+:meth:`EventLoop.crash_worker`): its trajectory is dropped and counted, the task (prompt, group)
 goes back to the head of the queue, and the worker returns after ``restart_time``. Stragglers take
-``straggler_factor`` times longer (random, or injected with :meth:`AsyncEngine.delay_worker`).
+``straggler_factor`` times longer (random, or injected with :meth:`EventLoop.delay_worker`).
 Backpressure: a worker that finds ``max_queued`` completed trajectories waiting pauses until the
 learner takes a batch. With ``synchronous=True`` each version generates exactly one batch and then
 the workers wait for the learner (the on-policy barrier baseline).
@@ -31,6 +31,7 @@ import copy
 import heapq
 from collections import deque
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 
@@ -41,8 +42,11 @@ COMPLETE, CRASH, RESTART = 0, 1, 2
 
 
 @dataclass
-class EngineState:
-    """Every piece of the engine's mutable state (the attributes of the same names); see ``__init__``."""
+class EventLoopState:
+    """Every piece of the event loop's mutable state (the attributes of the same names); see ``__init__``."""
+
+    checkpoint_name: ClassVar[str] = "flashsim.sim.engine.EngineState"
+    """The name its checkpoints were first written under (the class and its module were renamed)."""
 
     ledger: LedgerState
     clock: SimClock
@@ -73,7 +77,7 @@ class EngineState:
     ready_count: int
 
 
-class AsyncEngine:
+class EventLoop:
     """N workers, one learner, simulated time (see the module docstring).
 
     Args:
@@ -162,7 +166,7 @@ class AsyncEngine:
         return self.clock.metrics(self.config.num_workers, in_flight)
 
     def check(self) -> dict[str, int]:
-        """The ledger's invariant, and that the engine's in-flight and queued ids agree with it."""
+        """The ledger's invariant, and that the event loop's in-flight and queued ids agree with it."""
         in_flight = self.worker_trajectory[self.worker_trajectory >= 0]
         queued = [i for group in self.ready for i in group] + [i for g in self.partial.values() for i in g]
         stored = np.concatenate([in_flight, np.asarray(queued, np.int64)])
@@ -320,15 +324,15 @@ class AsyncEngine:
 
     # ------------------------------------------------------------------ checkpointing
 
-    def state_dict(self) -> EngineState:
+    def state_dict(self) -> EventLoopState:
         """A deep copy of every piece of mutable state (the generator is saved by the caller)."""
-        state = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(EngineState) if f.name != "ledger"}
-        return EngineState(ledger=self.ledger.state_dict(), **state)
+        state = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(EventLoopState) if f.name != "ledger"}
+        return EventLoopState(ledger=self.ledger.state_dict(), **state)
 
-    def load_state_dict(self, state: EngineState) -> None:
+    def load_state_dict(self, state: EventLoopState) -> None:
         """Restore from :meth:`state_dict`."""
         self.ledger.load_state_dict(state.ledger)
-        for f in fields(EngineState):
+        for f in fields(EventLoopState):
             if f.name != "ledger":
                 setattr(self, f.name, copy.deepcopy(getattr(state, f.name)))
 
@@ -355,6 +359,9 @@ class TrajectoryStore:
     >>> taken.rewards.tolist(), versions.tolist(), store.capacity
     ([2.0, 0.0], [7, 7], 4)
     """
+
+    checkpoint_name = "flashsim.sim.engine.TrajectoryStore"
+    """The name its checkpoints were first written under (its module was renamed)."""
 
     def __init__(self, horizon: int, capacity: int = 256) -> None:
         capacity = 1 << max(int(capacity) - 1, 0).bit_length()
