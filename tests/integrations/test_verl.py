@@ -140,3 +140,23 @@ def test_a_second_name_registers_another_threshold_and_bad_ones_are_refused(verl
         "flash_reinforce")
     with pytest.raises(ValueError, match="register.delta must lie in"):
         register("flash_reinforce_bad", delta=-1.0)
+
+
+def test_verls_external_modules_hook_registers_flash_reinforce_on_import_verl(verl):
+    """The documented way into every verl process: ``VERL_USE_EXTERNAL_MODULES``, read by ``import verl`` (a fresh
+    interpreter: the hook runs at import time, before verl has finished importing)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import verl; from verl.trainer.ppo import core_algos; "
+            "print('flash_reinforce' in core_algos.POLICY_LOSS_REGISTRY, "
+            "'flash_reinforce' in core_algos.ADV_ESTIMATOR_REGISTRY)")
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "flashsim.integrations.verl",
+           "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-2:] == ["True", "True"]
