@@ -15,15 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 _LAYERS = ("flashsim.losses", "flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
            "flashsim.experiments", "flashsim.cli", "flashsim.testing")
 
-# For each layer: the project modules it must never import (prefix match on dotted names).
+# For each layer: the project modules it must never import (prefix match on dotted names), less those of ALLOWED.
 FORBIDDEN = {
-    "src/flashsim/losses": ("flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
-                            "flashsim.experiments", "flashsim.cli", "toy_envs", "scale", "numpy", "gymnasium"),
+    # losses/ stands on its own: nothing of flashsim outside losses/ (ALLOWED), no env, no numpy.
+    "src/flashsim/losses": ("flashsim", "toy_envs", "scale", "numpy", "gymnasium"),
     # toy_envs stands alone as a gymnasium package: of flashsim it imports only the foundation validator.
     "toy_envs": _LAYERS + ("flashsim.config", "flashsim.io", "scale", "torch"),
     # Foundation modules that every layer (and scale) may use: they import no flashsim layer.
-    # validation.py's tensor checks (the losses' inputs) import torch inside the functions, so importing it
-    # stays standard-library only: test_validation_imports_no_torch checks that in a fresh process.
+    # validation.py re-exports the argument checks of flashsim.losses.checks (standard library only at import;
+    # test_validation_imports_no_torch checks that in a fresh process) and imports no other flashsim module.
     "src/flashsim/validation.py": ("flashsim", "toy_envs", "scale", "numpy"),
     "src/flashsim/config.py": _LAYERS + ("flashsim.io", "toy_envs", "scale", "torch", "numpy"),
     "src/flashsim/io.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale"),
@@ -42,20 +42,44 @@ FORBIDDEN = {
 }
 
 
-def imported_modules(path: Path) -> set[str]:
+# Exceptions to FORBIDDEN, by the same prefix match.
+ALLOWED = {
+    "src/flashsim/losses": ("flashsim.losses",),
+    "src/flashsim/validation.py": ("flashsim.losses.checks",),
+}
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module ``path`` imports (and ``module.name`` for each name of a ``from`` import); relative imports
+    are resolved against the file's package (its folder under ``src/``, or under ``root``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    relative = path.relative_to(root / "src" if (root / "src") in path.parents else root)
+    package = list(relative.parent.parts)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
 
 
-def python_files(target: str) -> list[Path]:
-    path = ROOT / target
+def violations(layer: str, root: Path = ROOT) -> list[str]:
+    """``path imports module`` for each import of ``layer`` that FORBIDDEN bans and ALLOWED does not allow."""
+    def matches(name: str, prefixes: tuple[str, ...]) -> bool:
+        return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+    found = {f"{path.relative_to(root)} imports {name}" for path in python_files(layer, root)
+             for name in imported_modules(path, root)
+             if matches(name, FORBIDDEN[layer]) and not matches(name, ALLOWED.get(layer, ()))}
+    return sorted(found)
+
+
+def python_files(target: str, root: Path = ROOT) -> list[Path]:
+    path = root / target
     if path.is_file():
         return [path]
     return sorted(path.rglob("*.py")) if path.exists() else []
@@ -63,20 +87,37 @@ def python_files(target: str) -> list[Path]:
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layer_imports_nothing_from_the_layers_above_it(layer):
-    violations = []
-    for path in python_files(layer):
-        for name in imported_modules(path):
-            for banned in FORBIDDEN[layer]:
-                if name == banned or name.startswith(banned + "."):
-                    violations.append(f"{path.relative_to(ROOT)} imports {name}")
-    assert not violations, "layer contract broken:\n" + "\n".join(sorted(set(violations)))
+    found = violations(layer)
+    assert not found, "layer contract broken:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("statement", [
+    "from flashsim.io import atomic_write_text",
+    "import flashsim.config",
+    "from flashsim.testing import check_loss",
+    "from flashsim import validation",
+    "from ..validation import check_int",
+    "from .. import io",
+    "import numpy as np",
+])
+def test_the_contract_catches_losses_importing_flashsim_outside_losses(tmp_path, statement):
+    """The check itself can fail: a copy of losses/ with one import of flashsim outside losses/ breaks it."""
+    import shutil
+
+    copy = tmp_path / "src" / "flashsim" / "losses"
+    shutil.copytree(ROOT / "src" / "flashsim" / "losses", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert violations("src/flashsim/losses", tmp_path) == []
+    registry = copy / "registry.py"
+    registry.write_text(f"{statement}\n{registry.read_text()}")
+    assert violations("src/flashsim/losses", tmp_path), f"{statement!r} in losses/ was not caught"
 
 
 def test_validation_imports_no_torch():
-    """Every layer (and the CLI, before it knows whether it needs torch) may import validation cheaply."""
+    """Every layer (and the CLI, before it knows whether it needs torch) may import validation cheaply; so does
+    ``import flashsim.losses`` (its torch modules load on the first use of one of their names)."""
     import subprocess
     import sys
 
-    code = "import sys, flashsim.validation; print('torch' in sys.modules)"
+    code = "import sys, flashsim.validation, flashsim.losses; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

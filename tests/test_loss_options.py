@@ -7,6 +7,8 @@ trainers honour an advantage option, and that each command stops on a bad value 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import subprocess
 import sys
 from dataclasses import replace
@@ -136,3 +138,60 @@ def test_reproduce_refuses_a_claim_with_a_bad_loss_option_before_it_writes(tmp_p
     out = tmp_path / "claims"
     assert main(["reproduce", "C4", "--smoke", "--no-progress", "--out", str(out)]) == 2
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- adding an option: parameter + row
+
+
+def with_option(loss, name: str, default: object, record: list):
+    """``loss`` as it reads once the keyword parameter ``name`` is added to it: the same signature plus ``name``
+    (before ``validate``), recording the value each call receives; everything else is the loss's own code."""
+    signature = inspect.signature(loss)
+    parameters = list(signature.parameters.values())
+    added = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+
+    @functools.wraps(loss)
+    def extended(*tensors, **options):
+        record.append(options.pop(name, default))
+        return loss(*tensors, **options)
+
+    extended.__signature__ = signature.replace(parameters=[*parameters[:-1], added, parameters[-1]])
+    return extended
+
+
+@pytest.mark.slow  # one simulated update in process (~2 s)
+def test_a_new_loss_option_is_its_parameter_plus_one_table_row_and_reaches_the_loss_from_the_cli(
+        tmp_path, monkeypatch):
+    from flashsim.cli import main
+    from flashsim.losses import checks, options, registry
+
+    received: list = []
+    # The two edits of docs/design.md, "Adding a loss option": the parameter (here by wrapping the function the
+    # registry row calls) and one row of the loss's option table. No other file is touched.
+    monkeypatch.setitem(options.FLASH_REINFORCE_OPTIONS, "advantage_scale",
+                        functools.partial(checks.check_real, low=0.0, low_inclusive=False))
+    loss = checks.takes_options(options.FLASH_REINFORCE_OPTIONS)(
+        with_option(LOSSES["flash_reinforce"].loss.__wrapped__, "advantage_scale", 1.0, received))
+    monkeypatch.setitem(registry.LOSSES, "flash_reinforce", replace(LOSSES["flash_reinforce"], loss=loss))
+
+    assert "advantage_scale" in LOSSES["flash_reinforce"].configurable()
+    assert LOSSES["flash_reinforce"].resolved()["advantage_scale"] == 1.0
+    args = ["train", "--env", "bandit", "--updates", "1", "--no-progress"]
+    assert main([*args, "--set", "algorithm.loss_options.advantage_scale=2.5", "--out", str(tmp_path / "a")]) == 0
+    assert received and set(received) == {2.5}  # every loss call of the run got the configured value
+
+    # The row's check guards every entry point, as for a built-in option: nothing is written.
+    assert main([*args, "--set", "algorithm.loss_options.advantage_scale=-1", "--out", str(tmp_path / "b")]) == 2
+    assert not (tmp_path / "b").exists()
+    with pytest.raises(ValueError, match=r"^advantage_scale must be a finite number in \(0\.0, inf\], got -1\.0$"):
+        LOSSES["flash_reinforce"].loss(*tiny_batch(), advantage_scale=-1.0)
+
+
+def test_without_its_table_row_a_new_parameter_is_refused_where_options_enter():
+    with pytest.raises(ValueError, match="has 'advantage_scale', which flash_reinforce does not take"):
+        check_loss_options("flash_reinforce", {"advantage_scale": 2.5})
+
+
+def tiny_batch():
+    log_probs = torch.log(torch.tensor([[0.5, 0.25], [0.5, 1.0]], dtype=torch.float64))
+    return log_probs, log_probs, torch.tensor([1.0, 0.0], dtype=torch.float64), torch.ones(2, 2, dtype=torch.bool)

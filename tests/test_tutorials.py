@@ -4,7 +4,12 @@ Each notebook runs in a fresh ``python3`` kernel with ``FLASHSIM_FAST=1`` (which
 temporary working directory for the figures it writes. The kernel is the interpreter running pytest:
 jupyter_client runs an installed ``python3`` kernelspec whose command is ``python`` with ``sys.executable``,
 and without an installed kernelspec ipykernel (a dev dependency) provides ``python3`` natively.
-Committed notebooks must carry no outputs (STYLE rule 20).
+Committed notebooks must carry no outputs (STYLE rule 20). ``FLASHSIM_EXECUTED_NOTEBOOKS=DIR`` keeps each executed
+notebook in DIR, to read what a learner sees.
+
+Exercises ask first: a markdown cell tagged ``exercise`` poses the question, a ``try-it`` cell holds the knob, and a
+``solution`` cell (code and outputs hidden in Jupyter, collapsed on the site) explains and asserts the answer with
+messages that teach; the notebook run executes the solutions too.
 
 No hand-typed result: after a notebook runs, every decimal number its markdown cells state must appear in
 the outputs of the code cells near it (within the rounding the prose uses), in its own code (a setting such
@@ -14,8 +19,10 @@ article's numbers). Numbers about a run are therefore printed, or rendered into 
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -26,10 +33,16 @@ TUTORIALS = Path(__file__).resolve().parents[1] / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
 CELL_TIMEOUT = 300  # seconds per cell; the fast budgets need a few
 SUMMARIES = sorted((TUTORIALS.parent / "docs").glob("**/summary.json"))
+README = TUTORIALS / "README.md"
 NEARBY_BEFORE, NEARBY_AFTER = 3, 2  # code cells whose outputs a markdown cell may quote
 # A decimal number not glued to a word or another number ("Qwen2.5", "1.5B" and version strings are names).
-DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?:e[-+−]?\d+)?(?!\w)(?!\.\d)")
+DECIMAL = re.compile(r"(?<![\w./])\d+\.\d+(?:e[-+−]?\d+)?(?!\w)(?!\.\d)")  # "/": inside a URL (arXiv ids)
 FENCE = re.compile(r"```.*?```", re.DOTALL)  # shell commands, not claims
+# A wall-clock time or the machine load it ran under ("7.4 min", "11–12 s", "load ≈ 3.5"): a measurement condition
+# the README states with its command, not a result of a run.
+TIMING = re.compile(r"\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)?\s?(?:s|min)\b|load(?: average)?\s*(?:≈|of)?\s*\d+(?:\.\d+)?")
+# "`flash_reinforce_loss` (`src/flashsim/losses/loss.py`, line 27)": a notebook's pointer to the source it teaches.
+SOURCE_REFERENCE = re.compile(r"`(\w+)`\s+\(`((?:src|scale)/[\w/]+\.py)`,\s+line\s+(\d+)\)")
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # not tab, newline or carriage return
 
 
@@ -164,7 +177,14 @@ def test_notebook_runs_without_error_at_the_fast_budget(path, tmp_path, monkeypa
     client = nbclient.NotebookClient(
         notebook, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
-    client.execute()  # raises CellExecutionError (with the cell and its traceback) on the first failing cell
+    try:
+        client.execute()  # raises CellExecutionError (with the cell and its traceback) on the first failing cell
+    finally:
+        if os.environ.get("FLASHSIM_EXECUTED_NOTEBOOKS"):  # keep the executed notebook to read its outputs
+            nbformat.write(notebook, Path(os.environ["FLASHSIM_EXECUTED_NOTEBOOKS"]) / path.name)
+    unrun = [index for index, cell in enumerate(notebook.cells)
+             if "solution" in _tags(cell) and cell.get("execution_count") is None]
+    assert not unrun, f"{path.name}: solution cells {unrun} did not run"
     streams = "".join(
         output.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs
     )
@@ -180,3 +200,115 @@ def test_notebook_runs_without_error_at_the_fast_budget(path, tmp_path, monkeypa
         f"(cell, number): {missing}; print them, or render the sentence from the run's variables "
         f"(IPython.display.Markdown)"
     )
+
+
+def _tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def _source(cell) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def exercise_problems(cells: list[dict]) -> list[str]:
+    """What breaks "ask first, then try, then a hidden solution whose asserts teach" in a notebook's exercises.
+
+    An exercise is a markdown cell tagged ``exercise`` (the question, no answer); the code cells up to the next
+    exercise must hold a ``try-it`` cell (the knob to turn) before a ``solution`` cell, whose code and outputs are
+    hidden in Jupyter (``jupyter.source_hidden`` and ``jupyter.outputs_hidden``) and whose every ``assert`` carries
+    a message.
+    """
+    starts = [index for index, cell in enumerate(cells)
+              if cell["cell_type"] == "markdown" and "exercise" in _tags(cell)]
+    problems = [] if len(starts) >= 2 else [f"{len(starts)} exercises (cells tagged 'exercise'); at least 2 expected"]
+    for number, start in enumerate(starts, 1):
+        stop = starts[number] if number < len(starts) else len(cells)
+        block = [(index, cell) for index, cell in enumerate(cells[start + 1:stop], start + 1)
+                 if cell["cell_type"] == "code"]
+        tries = [index for index, cell in block if "try-it" in _tags(cell)]
+        solutions = [(index, cell) for index, cell in block if "solution" in _tags(cell)]
+        if not tries or not solutions or solutions[0][0] < tries[0]:
+            problems.append(f"exercise {number} (cell {start}): needs a 'try-it' cell before its 'solution' cell")
+        for index, cell in solutions:
+            hidden = cell.get("metadata", {}).get("jupyter", {})
+            if not (hidden.get("source_hidden") and hidden.get("outputs_hidden")):
+                problems.append(f"solution cell {index}: set metadata jupyter.source_hidden and outputs_hidden")
+            bare = [node.lineno for node in ast.walk(ast.parse(_source(cell)))
+                    if isinstance(node, ast.Assert) and node.msg is None]
+            if bare:
+                problems.append(f"solution cell {index}: assert without a message at line(s) {bare}")
+    return problems
+
+
+def test_the_exercise_check_flags_a_bare_assert_and_a_solution_before_its_try_it_cell():
+    exercise = {"cell_type": "markdown", "source": "**Exercise.** Predict ...", "metadata": {"tags": ["exercise"]}}
+    hidden = {"tags": ["solution"], "jupyter": {"source_hidden": True, "outputs_hidden": True}}
+    try_it = {"cell_type": "code", "source": "knob = 1", "metadata": {"tags": ["try-it"]}}
+    good = {"cell_type": "code", "source": "assert knob == 1, f'expected 1, got {knob}'", "metadata": hidden}
+    bare = {"cell_type": "code", "source": "x = 1\nassert knob == 1", "metadata": hidden}
+    shown = {"cell_type": "code", "source": "pass", "metadata": {"tags": ["solution"]}}
+    assert exercise_problems([exercise, try_it, good] * 2) == []
+    assert exercise_problems([exercise, try_it, bare, exercise, good, try_it]) == [
+        "solution cell 2: assert without a message at line(s) [2]",
+        "exercise 2 (cell 3): needs a 'try-it' cell before its 'solution' cell"]
+    assert exercise_problems([exercise, try_it, shown]) == [
+        "1 exercises (cells tagged 'exercise'); at least 2 expected",
+        "solution cell 2: set metadata jupyter.source_hidden and outputs_hidden"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+def test_exercises_ask_first_then_try_then_a_hidden_solution_whose_asserts_teach(path):
+    problems = exercise_problems(json.loads(path.read_text())["cells"])
+    assert not problems, f"{path.name}: {problems} (see tutorials/README.md, 'Exercises')"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+def test_each_notebook_has_its_boxes_and_points_at_the_source_lines_it_teaches(path):
+    text = "\n".join(_source(cell) for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "markdown")
+    assert "**What to remember**" in text and "**Common mistakes**" in text, (
+        f"{path.name}: one 'What to remember' and one 'Common mistakes' box expected")
+    references = SOURCE_REFERENCE.findall(text)
+    assert references, f"{path.name}: no source reference like `name` (`src/flashsim/....py`, line N)"
+    root = TUTORIALS.parent
+    for name, file, line in references:
+        lines = (root / file).read_text().splitlines()
+        definition = re.compile(rf"\s*(def|class) {name}\b|{name}\s*[:=]")
+        found = [number for number, text in enumerate(lines, 1) if definition.match(text)]
+        assert int(line) in found, f"{path.name}: `{name}` is defined in {file} at line(s) {found}, not line {line}"
+
+
+def unsupported_readme_numbers(text: str, committed: frozenset[str]) -> list[str]:
+    """Each decimal of the tutorials' README that is neither a wall-clock time (with its load) nor committed."""
+    return [token for token in decimals(TIMING.sub("", text)) if token not in committed]
+
+
+def test_a_typed_result_in_the_readme_is_flagged_and_a_timing_is_not():
+    text = "The full budget took 7.4 min (load ≈ 3.5), 11–12 s fast; accuracy 0.134 → 0.522, article 38.0."
+    assert unsupported_readme_numbers(text, frozenset({"38.0"})) == ["0.134", "0.522"]
+
+
+def test_the_tutorials_readme_states_no_typed_result():
+    missing = unsupported_readme_numbers(README.read_text(), committed_tokens())
+    assert not missing, (
+        f"tutorials/README.md states numbers that are neither timings nor in a committed summary: {missing}; "
+        f"a run's result belongs in the notebook, printed by the cell that ran it")
+
+
+def unguarded_docs_reads(cells: list[dict]) -> list[int]:
+    """Code cells that read the committed results under ``DOCS`` without checking that they exist (a wheel has none).
+
+    The cell that defines ``DOCS`` also defines the check (``HAVE_DOCS``) and its message (``NO_DOCS``); every other
+    cell that names ``DOCS`` must test one of them.
+    """
+    return [index for index, cell in enumerate(cells) if cell["cell_type"] == "code"
+            and re.search(r"\bDOCS\b", _source(cell)) and not re.search(r"\b(HAVE_DOCS|NO_DOCS)\b", _source(cell))]
+
+
+def test_tutorial_04_reads_committed_results_only_where_they_exist():
+    path = TUTORIALS / "04_does_the_paper_hold.ipynb"
+    cells = json.loads(path.read_text())["cells"]
+    assert "HAVE_DOCS = " in _source(cells[1]), "the first code cell must define HAVE_DOCS next to DOCS"
+    unguarded = unguarded_docs_reads(cells)
+    assert not unguarded, (
+        f"{path.name}: code cells {unguarded} read DOCS without checking HAVE_DOCS; from an installed package "
+        f"they would crash instead of saying what they need")

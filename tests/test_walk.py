@@ -45,7 +45,7 @@ def traced_walk() -> dict[str, str]:
 
 
 @pytest.mark.slow  # a training subprocess (~3 s)
-def test_one_update_runs_functions_in_at_most_fifteen_project_files(traced_walk):
+def test_one_update_runs_functions_in_at_most_max_walk_files_project_files(traced_walk):
     assert not over_limit(traced_walk), (
         f"one update runs functions in {len(traced_walk)} project files (limit {MAX_WALK_FILES}); "
         f"past the limit: {over_limit(traced_walk)}. Fold a file into its caller, or keep the work out of the walk."

@@ -22,6 +22,7 @@ import numpy as np
 from flashsim.config import to_dict
 from flashsim.experiments import to_json
 from flashsim.io import atomic_write_text, jsonable
+from flashsim.losses import DEFAULT_DELTA
 from scale.run.collapse_rules import collapsed, tool_collapsed
 from scale.run.config import Config
 
@@ -103,7 +104,7 @@ def cell_result(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tool_calls": last["eval/tool_calls"], "tool_calls_change": last["eval/tool_calls"] - first["eval/tool_calls"],
         "length": last["eval/length"], "truncation": last["eval/truncation"],
         "acceptance_rate": mean("trust/acceptance_rate"), "token_acceptance_rate": mean("trust/token_acceptance_rate"),
-        "sequence_kl": mean("trust/sequence_kl_mean"), "drift": mean("trust/sequence_kl_mean") / _delta(),
+        "sequence_kl": mean("trust/sequence_kl_mean"), "drift": mean("trust/sequence_kl_mean") / DEFAULT_DELTA,
         "lag_mean": mean("lag/mean"),
         "entropy_final": float(np.mean([row["policy/entropy"] for row in trained[-5:]])) if trained else float("nan"),
         "collapse": collapsed(y),
@@ -121,12 +122,3 @@ def cell_result(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _finite(value: Any) -> float:
     """A metrics row's value as a float, NaN where the row has none (an empty group is written as null)."""
     return float("nan") if value is None else float(value)
-
-
-def _delta() -> float:
-    """The sequence gate's threshold δ, the unit of drift: the loss's default, which every arm keeps."""
-    import inspect
-
-    from flashsim.losses import flash_reinforce_loss  # imports torch: only in the worker
-
-    return float(inspect.signature(flash_reinforce_loss).parameters["delta"].default)

@@ -46,7 +46,8 @@ T = TypeVar("T")
 PARSE = "parse"
 """Field metadata key: a function ``str -> value`` that reads the field's text form."""
 FORMER = "former"
-"""Field metadata key: the field's former name, which loading refuses with an error naming the new one."""
+"""Field metadata key: the field's former name, which loading refuses with an error naming the new one; or
+``{former key: its new path}`` for keys that moved into this field (``{"delta": "loss_options.delta"}``)."""
 SECTION_BASE = "section_base"
 """Field metadata key of an optional section (None by default): a function of the config's other field values
 (a mapping, name → value) giving the section that keys set in it start from (``timing`` refines the env's own)."""
@@ -480,8 +481,11 @@ def _section_class(annotation: Any, data: Any, current: Any, name: str) -> type:
 
 def _check_renamed(cls: type, key: str, section: str) -> None:
     for f in fields(cls):
-        if f.metadata.get(FORMER) == key:
+        former = f.metadata.get(FORMER)
+        if former == key:
             raise ValueError(f"{_join(section, key)} is now called {_join(section, f.name)}")
+        if isinstance(former, Mapping) and key in former:  # a key that moved into this field: {old: new path}
+            raise ValueError(f"{_join(section, key)} is now {_join(section, former[key])}")
 
 
 def _check_section_key(annotation: Any, owner: type, key: str, section: str, doc: str) -> None:

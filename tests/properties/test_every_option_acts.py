@@ -19,8 +19,8 @@ from flashsim.losses import (
     flash_reinforce_loss,
     group_normalized,
     grpo_loss,
+    inert_options,
 )
-from flashsim.validation import inert_options
 
 OWN_ESTIMATOR = {flash_reinforce_loss: batch_centered, grpo_loss: group_normalized}
 """The advantage each loss computes itself from ``rewards`` (rows with another estimator pass ``advantages=``)."""

@@ -10,6 +10,7 @@ from flashsim.losses import flash_reinforce_loss  # noqa: E402
 from scale.learner import pack, policy_log_probs  # noqa: E402
 from scale.rollouts import RolloutEngine, SamplingParams  # noqa: E402
 from scale.rollouts.engines import TransformersEngine, sample_tokens  # noqa: E402
+from tests.protocols import assert_implements, implementation_errors  # noqa: E402
 
 PROMPTS = ["12*7=", "3+4=", "100+23=", "5="]
 
@@ -58,7 +59,7 @@ def test_same_seed_gives_identical_trajectories(float64_model, tokenizer):
 
 def test_published_weights_are_used_from_the_next_call_and_tag_the_version(float64_model, tokenizer):
     engine = TransformersEngine(float64_model, tokenizer, seed=0)
-    assert isinstance(engine, RolloutEngine)
+    assert_implements(engine, RolloutEngine)
     first = engine.generate(_prompt_ids(tokenizer)[:1], SamplingParams(max_new_tokens=4))
     assert first[0].version == 0 and engine.version == 0
     changed = {k: torch.zeros_like(v) for k, v in float64_model.state_dict().items()}
@@ -70,6 +71,38 @@ def test_published_weights_are_used_from_the_next_call_and_tag_the_version(float
     expected = -torch.log(torch.tensor(float(tokenizer.vocab_size), dtype=torch.float64))
     assert second[0].log_probs == pytest.approx([float(expected)] * len(second[0].log_probs))
     assert float64_model.model.embed_tokens.weight.abs().sum() > 0  # the learner's model is untouched
+
+
+class WrongEngine:
+    """Every name of RolloutEngine, none of its contract: isinstance(..., RolloutEngine) is True for it."""
+
+    def version(self) -> int:  # a method where callers read an attribute
+        return 0
+
+    def generate(self, prompts):  # no sampling parameters
+        return []
+
+    def update_weights(self, version, weights, strict):  # swapped, and a parameter no caller passes
+        pass
+
+
+@pytest.mark.parametrize("module, name", [("scale.rollouts.engines.transformers_engine", "TransformersEngine"),
+                                          ("scale.rollouts.engines.vllm_engine", "VLLMEngine"),
+                                          ("scale.rollouts.engines.engine_process", "EngineProcess")])
+def test_every_engine_class_implements_the_engine_protocol_by_signature(module, name):
+    import importlib
+
+    assert_implements(getattr(importlib.import_module(module), name), RolloutEngine)
+
+
+def test_the_engine_check_rejects_an_engine_with_the_right_names_and_the_wrong_signatures():
+    engine = WrongEngine()
+    assert isinstance(engine, RolloutEngine)  # why a runtime Protocol's isinstance cannot be the test
+    errors = "\n".join(implementation_errors(engine, RolloutEngine))
+    assert "version: a method" in errors
+    assert "generate: takes no parameter 'sampling'" in errors
+    assert "update_weights: parameter 'weights' is not where" in errors
+    assert "update_weights: requires 'strict'" in errors
 
 
 def test_finish_reasons_eos_stop_and_length(float64_model, tokenizer):

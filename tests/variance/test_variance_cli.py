@@ -52,3 +52,27 @@ def test_a_gymnasium_env_with_exact_tables_is_measured_and_one_without_is_refuse
     assert {row["config/env"] for row in rows} == {"FrozenLake-v1"} and len(rows) == 2
     assert main(["variance", "--env", "Taxi-v4", *common, "--out", str(tmp_path / "taxi")]) == 2
     assert "exact tables" in capsys.readouterr().err  # Taxi's rewards lie outside [0, 1]
+
+
+def test_delta_is_a_loss_option_of_the_sweep_and_the_old_key_names_the_new_one(tmp_path, capsys):
+    from flashsim.cli.variance import sweep_config
+    from flashsim.config import load
+    from flashsim.variance.sweep import SweepConfig, options_for
+
+    args = build_parser("variance").parse_args(["variance", "--delta", "0.01", "--out", str(tmp_path)])
+    config = sweep_config(args)
+    assert config.loss_options == {"delta": 0.01}
+    # Each estimator gets the options that act on it: δ goes to the gated rows, not to GRPO's clip or no_gate.
+    assert options_for("flash_reinforce", config.loss_options) == {"delta": 0.01}
+    assert options_for("grpo", config.loss_options) == {} and options_for("no_gate", config.loss_options) == {}
+
+    yaml = tmp_path / "old.yaml"
+    yaml.write_text("delta: 0.01\n")
+    for old in ({"path": yaml}, {"assignments": ["delta=0.01"]}):
+        with pytest.raises(ValueError, match=r"^delta is now loss_options\.delta$"):
+            load(SweepConfig, old.get("path"), old.get("assignments", ()))
+    assert main(["variance", "--set", "delta=0.01", "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.strip() == "flashsim variance: error: delta is now loss_options.delta"
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match="loss_options 'clip_eps' changes none of the estimators flash_reinforce"):
+        SweepConfig(estimators=("flash_reinforce",), loss_options={"clip_eps": 0.1})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from flashsim.losses import DEFAULT_DELTA
 from flashsim.testing import ALGORITHMS, CONVENTIONS, INVARIANTS, check_loss
 from flashsim.testing.conventions import load_function, parse_option
 from flashsim.testing.declared import ESTIMATORS
@@ -38,7 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="groups arrive as contiguous blocks of G rows (a loss that reshapes with view(-1, G))")
     parser.add_argument("--convention", choices=tuple(CONVENTIONS), default="flashsim",
                         help="how the loss is called (see flashsim.testing.conventions) [default: flashsim]")
-    parser.add_argument("--delta", type=float, default=None, help="the gate threshold δ the loss uses [default: 3e-3]")
+    parser.add_argument("--delta", type=float, default=None,
+                        help=f"the gate threshold δ the loss uses [default: {DEFAULT_DELTA:g}]")
     parser.add_argument("--clip-eps", type=float, default=None, help="GRPO's clip range ε [default: 0.2]")
     parser.add_argument("--std-eps", type=float, default=1e-6, help="GRPO's ε added to the group std [default: 1e-6]")
     parser.add_argument("--examples", type=int, default=60, help="hypothesis examples per invariant [default: 60]")

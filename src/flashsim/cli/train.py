@@ -21,7 +21,7 @@ import torch
 
 from flashsim.config import add_flags, field_docs, flag_assignments, load
 from flashsim.io import LOGGERS, jsonable
-from flashsim.losses import LOSSES
+from flashsim.losses.registry import LOSSES
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
 from flashsim.sim.simulation import CHECKPOINT, load_state, train
 

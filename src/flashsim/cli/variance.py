@@ -21,6 +21,7 @@ import torch
 
 from flashsim.config import add_flags, flag_assignments, load, to_dict
 from flashsim.io import atomic_write_text
+from flashsim.losses import DEFAULT_DELTA
 from flashsim.variance.plots import plot_metrics, plot_split
 from flashsim.variance.sweep import SweepConfig, measure_sweep
 
@@ -48,6 +49,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser, SweepConfig, flat=True,
         names={"budgets": "--budget", "group_sizes": "--group-size", "losses": "--loss"},
     )
+    parser.add_argument("--delta", default=None, metavar="FLOAT",
+                        help="gate threshold δ of the gated estimators (sets loss_options.delta)")
     parser.add_argument("--config", default=None, metavar="FILE.yaml",
                         help="a YAML file of SweepConfig keys (applied before --set and the flags)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -61,7 +64,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     try:
-        config = load(SweepConfig, args.config, args.set, flag_assignments(args, args.config_paths))
+        config = sweep_config(args)
         args.out.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         rows = measure_sweep(config, progress=None if args.quiet else _progress)
@@ -71,13 +74,23 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     write_csv(rows, args.out / "variance.csv")
     atomic_write_text(args.out / "config.json", json.dumps({**to_dict(config), "seconds": elapsed}, indent=2) + "\n")
-    title = f"{config.env}, {config.policy} policy, M = {config.batches} batches, δ = {config.delta}"
+    title = (f"{config.env}, {config.policy} policy, M = {config.batches} batches, "
+             f"δ = {config.loss_options.get('delta', DEFAULT_DELTA)}")
     plot_metrics(rows, args.out / "vs_lag.png", x="lag", title=title)
     plot_metrics(rows, args.out / "vs_budget.png", x="budget", title=title)
     plot_split(rows, args.out / "variance_split.png", title=title)
     print(format_table(rows))
     print(f"{len(rows)} measurements in {elapsed:.1f} s; CSV and plots in {args.out}")
     return 0
+
+
+def sweep_config(args: argparse.Namespace) -> SweepConfig:
+    """The sweep's config: defaults, then ``--config``, ``--set`` and the flags (``--delta`` sets
+    ``loss_options.delta``), as :func:`flashsim.config.load` applies them."""
+    flags = flag_assignments(args, args.config_paths)
+    if args.delta is not None:
+        flags.append(("loss_options.delta", args.delta, True))
+    return load(SweepConfig, args.config, args.set, flags)
 
 
 def _progress(done: int, total: int, row: dict) -> None:

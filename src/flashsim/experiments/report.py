@@ -33,12 +33,8 @@ from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.probes import probe_design, probe_table
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
 from flashsim.experiments.verdict import CEILING_EPSILON, holm, with_holm
+from flashsim.losses import DEFAULT_DELTA
 from flashsim.sim.config import TrainConfig
-
-DELTA = 3e-3
-"""The sequence gate's δ, the unit of the drift regimes: this project's default (``flash_reinforce_loss``). It is
-not a number of the article (which gives no δ), and the reference implementation's FlashREINFORCE quick-start
-(NVIDIA-NeMo/labs-molt, ``examples/scripts/quick_start/rl_flash_reinforce_r1d_1p5b.sh``) sets 5e-3."""
 
 RULE = (
     "**The verdict rule** (`flashsim.experiments.verdict`, whose docstring numbers the outcomes). For a comparison, "
@@ -134,7 +130,7 @@ def _drift_table(summary: dict) -> str:
         cells = []
         for arm in arms:
             mean = summary["table"][knob["name"]][arm["name"]]["sequence_kl"]["mean"]
-            cells.append("—" if mean is None else f"{fmt(mean, 4)} ({mean / DELTA:.1f} δ)")
+            cells.append("—" if mean is None else f"{fmt(mean, 4)} ({mean / DEFAULT_DELTA:.1f} δ)")
         lines.append(f"| {knob['label']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -2,8 +2,8 @@
 
 The estimators of the ablations and of GRPO: no baseline (:func:`positive_only`), GRPO's
 group-normalised advantage (:func:`group_normalized`), Dr. GRPO's :func:`group_centered` and RLOO's
-:func:`leave_one_out`. FlashREINFORCE's own one-batch baseline, :func:`~flashsim.losses.loss.batch_centered`,
-sits beside the loss it is the first line of. Rewards are promoted (bf16/fp16 → float32) and shifted
+:func:`leave_one_out`. FlashREINFORCE's own one-batch baseline, :func:`~flashsim.losses.tokens.batch_centered`,
+sits with the token math both losses share. Rewards are promoted (bf16/fp16 → float32) and shifted
 so that equal rewards give exactly 0.
 
 Glossary: B trajectories, G trajectories per group (prompt).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from flashsim.losses.loss import promoted
+from flashsim.losses.tokens import promoted
 
 # GRPO's ε added to the group std (DeepSeekMath): keeps a group whose rewards are all equal at
 # advantage 0 instead of 0/0.

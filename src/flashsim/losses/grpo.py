@@ -1,7 +1,8 @@
 """GRPO, the competitor (DeepSeekMath, Shao et al. 2024): :func:`grpo_loss`, PPO's clipped surrogate.
 
 Its advantage is :func:`~flashsim.losses.group_normalized` (:mod:`flashsim.losses.advantages`).
-Padding, dtypes and sharded denominators follow :mod:`flashsim.losses.loss`.
+The token math (log-ratio, d and D̄, aggregation) is :mod:`flashsim.losses.tokens`, shared with FlashREINFORCE's
+loss; padding, dtypes and sharded denominators follow it.
 
 Glossary: B trajectories, G trajectories per group (prompt), T token slots.
 """
@@ -11,11 +12,22 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from flashsim import validation as check
+from flashsim.losses import checks as check
 from flashsim.losses.advantages import GROUP_STD_EPS, group_normalized
-from flashsim.losses.loss import aggregate, bernoulli_kl, compute_dtype, masked, ratio_stats, resolve_advantages
+from flashsim.losses.options import GRPO_OPTIONS
+from flashsim.losses.tokens import (
+    aggregate,
+    compute_dtype,
+    log_importance_ratio,
+    masked,
+    ratio_stats,
+    resolve_advantages,
+    sampled_action_kl,
+    sequence_mean,
+)
 
 
+@check.takes_options(GRPO_OPTIONS)
 def grpo_loss(
     log_probs: Tensor,
     old_log_probs: Tensor,
@@ -65,7 +77,8 @@ def grpo_loss(
         num_tokens: global Σ T_i (token-mean).
         max_tokens: T_max of ``seq_mean_token_sum_norm``.
         log_ratio_clamp: opt-in cap on |log r|; outside it the token's gradient is 0.
-        validate: run the value checks that synchronise with the device.
+        validate: check the options given (against :data:`~flashsim.losses.options.GRPO_OPTIONS`) and run the value
+            checks that synchronise with the device.
         reference_log_probs: log π_ref for the optional k3 penalty to a reference policy.
         kl_coef: β of ``β · agg(exp(ref − log π) − (ref − log π) − 1)`` (0 by default, as in recent recipes).
 
@@ -84,11 +97,7 @@ def grpo_loss(
     >>> stats["advantages"].round(decimals=4).tolist(), loss.item() == 0.0
     ([0.7071, -0.7071, 0.0, 0.0], True)
     """
-    options = check.check_grpo_options(dict(
-        clip_eps=clip_eps, clip_eps_high=clip_eps_high, scale_by_std=scale_by_std, std_eps=std_eps,
-        aggregation=aggregation, max_tokens=max_tokens, log_ratio_clamp=log_ratio_clamp, kl_coef=kl_coef))
-    low = options["clip_eps"]
-    high = low if clip_eps_high is None else options["clip_eps_high"]
+    low, high = clip_eps, clip_eps if clip_eps_high is None else clip_eps_high  # ε_low, ε_high
     if advantages is None and group_ids is None:
         raise ValueError("grpo_loss needs group_ids [B] to form groups (or precomputed advantages=)")
 
@@ -103,11 +112,7 @@ def grpo_loss(
     dtype = compute_dtype(log_probs.dtype)
     log_pi = masked(log_probs.to(dtype), action_mask)  # log π(a_it), carries the graph; 0 on padding
     log_old = masked(old_log_probs.detach().to(dtype), action_mask)  # log π_old(a_it)
-    log_r = log_pi - log_old  # live: 0 on padding, where both are 0
-    num_clamped = torch.zeros((), dtype=torch.long, device=log_r.device)
-    if log_ratio_clamp is not None:
-        num_clamped = torch.count_nonzero(log_r.detach().abs() > log_ratio_clamp)
-        log_r = log_r.clamp(-log_ratio_clamp, log_ratio_clamp)
+    log_r, num_clamped = log_importance_ratio(log_pi, log_old, action_mask, clamp=log_ratio_clamp)  # live
     r, adv = torch.exp(log_r), A.detach().to(dtype)[:, None]  # r_it, A_i
     ratio = r.detach()
     surrogate = torch.minimum(r * adv, r.clamp(1 - low, 1 + high) * adv)  # min(r A, clip(r) A)
@@ -140,26 +145,3 @@ def k3_to_reference(log_probs: Tensor, reference_log_probs: Tensor, action_mask:
     dtype = compute_dtype(log_probs.dtype)
     x = torch.where(action_mask, reference_log_probs.detach().to(dtype) - log_probs.to(dtype), 0.0)
     return torch.exp(x) - x - 1
-
-
-# ----------------------------------------------------------------------------- the drift diagnostic
-
-
-def sampled_action_kl(log_probs: Tensor, behavior_log_probs: Tensor, action_mask: Tensor) -> Tensor:
-    """Per-token ``d_it = KL(Bernoulli(μ(a_it)) ‖ Bernoulli(π(a_it)))``, detached, 0 on padding.
-
-    The paper's proxy for how far the learner moved on the action actually sampled: it needs only
-    the two probabilities of that one token, not the full vocabulary. Shape: ``[B, T]`` → ``[B, T]``.
-    """
-    mu = masked(behavior_log_probs.detach(), action_mask).exp()
-    pi = masked(log_probs.detach(), action_mask).exp()
-    return masked(bernoulli_kl(mu, pi), action_mask)
-
-
-def sequence_mean(values: Tensor, action_mask: Tensor) -> Tensor:
-    """``(1/T_i) Σ_t values_it`` over each trajectory's policy tokens. Shape: ``[B, T]`` → ``[B]``.
-
-    A row without policy tokens gives NaN (the loss validates that every row has at least one).
-    """
-    counts = torch.count_nonzero(action_mask, dim=1).to(values.dtype)
-    return masked(values, action_mask).sum(dim=1) / counts

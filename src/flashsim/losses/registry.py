@@ -16,20 +16,10 @@ from dataclasses import dataclass, field
 from torch import Tensor
 
 from flashsim.losses.advantages import group_centered, group_normalized, leave_one_out, positive_only
+from flashsim.losses.checks import check_choice, check_instance, check_options
 from flashsim.losses.grpo import grpo_loss
-from flashsim.losses.loss import batch_centered, flash_reinforce_loss, resolve_advantages
-from flashsim.validation import (
-    FLASH_REINFORCE_OPTIONS,
-    GRPO_OPTIONS,
-    check_choice,
-    check_instance,
-    check_options,
-    inert_options,
-)
-
-OPTIONS_OF: dict[Callable, dict[str, Callable]] = {flash_reinforce_loss: FLASH_REINFORCE_OPTIONS,
-                                                   grpo_loss: GRPO_OPTIONS}
-"""Each loss function's options and their value checks (:mod:`flashsim.validation`)."""
+from flashsim.losses.loss import flash_reinforce_loss
+from flashsim.losses.tokens import batch_centered, resolve_advantages
 
 ADVANTAGE_OPTIONS = ("scale_by_std", "std_eps")
 """Options of a loss that shape its advantage, not its per-token terms: a row honours them only when its
@@ -53,6 +43,7 @@ class LossSpec:
     """
 
     loss: Callable[..., tuple[Tensor, dict[str, Tensor]]]
+    """A loss function that declares its options (``@takes_options(TABLE)``: its ``options`` attribute)."""
     advantage: Callable[..., Tensor]
     description: str
     options: Mapping[str, object] = field(default_factory=dict)
@@ -66,13 +57,13 @@ class LossSpec:
     def resolved(self, options: Mapping[str, object] = {}) -> dict[str, object]:  # noqa: B006 (read only)
         """Every keyword option a call with ``options`` runs with: the function's defaults, the row's, the caller's."""
         defaults = {name: p.default for name, p in inspect.signature(self.loss).parameters.items()
-                    if p.kind is p.KEYWORD_ONLY and name in OPTIONS_OF[self.loss]}
+                    if p.kind is p.KEYWORD_ONLY and name in self.loss.options}
         return {**defaults, **self.options, **options}
 
     def configurable(self) -> tuple[str, ...]:
         """The names this row takes as configuration (its loss's options, less those it cannot honour)."""
         refused = set(NEEDS_REFERENCE) | (set(ADVANTAGE_OPTIONS) - set(self.advantage_options))
-        return tuple(sorted(set(OPTIONS_OF[self.loss]) - refused))
+        return tuple(sorted(set(self.loss.options) - refused))
 
     def needs_entropies(self, options: Mapping[str, object] = {}) -> bool:  # noqa: B006 (read only)
         """True when a call with ``options`` runs the negative-token filter (it needs ``entropies``, ``failures``)."""
@@ -151,10 +142,27 @@ clip_eps_high, log_ratio_clamp, max_tokens, scale_by_std, std_eps
     """
     spec = get_loss(loss)
     check_instance(where, options, Mapping)
-    checks = OPTIONS_OF[spec.loss]
+    checks = spec.loss.options
     checked = check_options(loss, {name: checks[name] for name in spec.configurable()}, options, where)
     inert = inert_options(spec.resolved(checked))
     for name in checked:
         if name in inert:
             raise ValueError(f"{where}.{name} changes nothing for {loss}: {inert[name]}")
     return checked
+
+
+def inert_options(options: Mapping[str, object]) -> dict[str, str]:
+    """Options that would change nothing given the others, each with the reason (for a clear refusal).
+
+    ``options`` is the full set a call runs with (function defaults, a row's, the caller's).
+    """
+    inert = {}
+    if options.get("gate") == "none":
+        inert["delta"] = "gate='none' has no threshold"
+    if options.get("aggregation") != "seq_mean_token_sum_norm":
+        inert["max_tokens"] = f"aggregation={options.get('aggregation')!r} does not use T_max"
+    if options.get("tis_cap") is not None:
+        inert["importance_sampling"] = "tis_cap weights by min(ρ, C) whatever importance_sampling says"
+    if options.get("scale_by_std") is False:
+        inert["std_eps"] = "scale_by_std=False does not divide by the std"
+    return inert

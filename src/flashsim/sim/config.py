@@ -33,7 +33,7 @@ import numpy as np
 
 import toy_envs
 from flashsim.config import PARSE, SECTION_BASE
-from flashsim.losses import LOSSES, check_loss_options
+from flashsim.losses.registry import LOSSES, check_loss_options
 from flashsim.validation import check_choice, check_instance, check_int, check_probability, check_real
 
 

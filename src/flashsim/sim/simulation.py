@@ -67,7 +67,7 @@ from torch import Tensor
 from flashsim import exact
 from flashsim.config import from_dict, to_dict
 from flashsim.io import SUMMARY, ProgressBar, RunDirectory, load_checkpoint, plot_curves, read_metrics
-from flashsim.losses import LOSSES
+from flashsim.losses.registry import LOSSES
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TrainConfig, make_env, timing_of
 from flashsim.sim.events import EventLoop, EventLoopState, TrajectoryStore

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from flashsim.losses import check_loss_options
+from flashsim.losses import DEFAULT_DELTA, check_loss_options
 from flashsim.testing.conventions import ALGORITHMS, ShardContractError, get_convention
 from flashsim.testing.declared import DEFAULTS, declared
 from flashsim.testing.invariants import INVARIANTS, Case, Context, Invariant
@@ -45,7 +45,8 @@ def check_loss(
             ``"grpo"`` (group-normalised advantages, PPO clip, token-mean); default: ``fn``'s ``algorithm``
             attribute (adapters carry one), else ``"flash_reinforce"``.
         convention: ``"flashsim"``, ``"verl"`` or ``"trl"``.
-        delta: the gate threshold δ that ``fn`` implements (flash_reinforce; default: ``fn.delta``, else 3e-3).
+        delta: the gate threshold δ that ``fn`` implements (flash_reinforce; default: ``fn.delta``, else
+            ``DEFAULT_DELTA``).
         clip_eps: the symmetric clip range ε that ``fn`` implements (grpo; default: ``fn.clip_eps``, else 0.2).
         std_eps: the ε added to the group std that ``fn`` implements (grpo, flashsim convention).
         max_examples: hypothesis examples per invariant (more finds rarer bugs, takes longer).
@@ -70,7 +71,7 @@ def check_loss(
     True
     """
     algorithm = getattr(fn, "algorithm", "flash_reinforce") if algorithm is None else algorithm
-    delta = getattr(fn, "delta", 3e-3) if delta is None else delta
+    delta = getattr(fn, "delta", DEFAULT_DELTA) if delta is None else delta
     clip_eps = getattr(fn, "clip_eps", 0.2) if clip_eps is None else clip_eps
     check_choice("algorithm", algorithm, ALGORITHMS)
     if callable(getattr(fn, "require_framework", None)):

@@ -108,14 +108,13 @@ def update_directions(
     return directions, stats, clipped_tokens
 
 
-def _loss_options(name: str, delta: float, horizon: int, loss_options: dict) -> dict:
+def _loss_options(name: str, horizon: int, loss_options: dict) -> dict:
     reserved = sorted(set(loss_options) & set(_RESERVED_OPTIONS))
     if reserved:
         raise ValueError(f"loss options {reserved} are set by measure_gradient itself; remove them")
     loss_options = check_loss_options(name, loss_options)
-    gate = {"delta": delta} if "delta" in get_loss(name).resolved() else {}  # GRPO's clip has no δ
     # T_max of seq_mean_token_sum_norm (Dr. GRPO) is the generation budget H, not the padded width.
-    return {**gate, "max_tokens": horizon, **loss_options}
+    return {"max_tokens": horizon, **loss_options}
 
 
 def user_loss(fn: Callable, *, algorithm: str = "flash_reinforce", convention: str = "flashsim") -> Callable:
@@ -154,7 +153,6 @@ def measure_gradient(
     seed: int,
     group_size: int = 4,
     behavior_policy: Policy | None = None,
-    delta: float = 3e-3,
     grouped: bool | None = None,
     replicates: int = 2,
     bootstrap: int = 200,
@@ -176,7 +174,6 @@ def measure_gradient(
         seed: seeds every draw (prompts, rollouts, bootstrap); same seed, same report.
         group_size: G, rollouts per prompt when grouped (``budget`` must be divisible by it).
         behavior_policy: μ, the policy that sampled the rollouts (default ``policy``: on-policy).
-        delta: gate threshold δ of the trust region (gated estimators).
         grouped: sample ``budget // G`` prompts × G siblings with group ids; default: exactly when the
             estimator needs groups (GRPO, Dr. GRPO). ``grouped=True`` gives e.g. RLOO within groups.
         replicates: r rollout sets per prompt draw (>= 2), for the between/within-prompt split.
@@ -185,7 +182,8 @@ def measure_gradient(
         method: ``"fast"`` (vectorised) or ``"reference"`` (one autograd pass per batch).
         algorithm, convention: for a user's loss function, the algorithm it implements (grpo samples
             grouped batches) and how it is called (:mod:`flashsim.testing.conventions`).
-        **loss_options: passed to a registry loss unchanged (``clip_eps``, ``tis_cap``, ``aggregation`` ...).
+        **loss_options: the registry loss's options, checked and passed unchanged (``delta``, ``clip_eps``,
+            ``tis_cap`` ...; an option not given keeps the loss's default, e.g. δ = ``DEFAULT_DELTA``).
 
     Returns:
         a :class:`GradientReport`.
@@ -210,7 +208,7 @@ def measure_gradient(
         needs_groups = algorithm == "grpo"
     else:
         loss_fn = get_loss(estimator)
-        options, needs_groups = _loss_options(estimator, delta, tables.horizon, loss_options), loss_fn.needs_groups
+        options, needs_groups = _loss_options(estimator, tables.horizon, loss_options), loss_fn.needs_groups
     grouped = needs_groups if grouped is None else bool(grouped)
     group_size = _check_design(budget, num_batches, group_size, grouped, replicates)
 

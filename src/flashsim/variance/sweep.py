@@ -14,15 +14,16 @@ every lag.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from flashsim.losses import LOSSES, check_loss_options, get_loss
+from flashsim.config import FORMER
+from flashsim.losses import LOSSES, check_loss_options, get_loss, inert_options
 from flashsim.policies import make_policy
 from flashsim.sim.config import build_tables
 from flashsim.testing import ALGORITHMS, CONVENTIONS
 from flashsim.testing.conventions import load_function
-from flashsim.validation import check_choice, check_int, check_nonempty, check_real
+from flashsim.validation import check_choice, check_instance, check_int, check_nonempty, check_real
 from flashsim.variance.lag import lagged_policies
 from flashsim.variance.measure import measure_gradient
 
@@ -51,8 +52,9 @@ class SweepConfig:
     """Exact-ascent steps N from the uniform policy to the measurement point θ_N (lags must be <= N)."""
     step_size: float = 0.2
     """Step length η of the normalised exact gradient ascent (parameter-space L2 norm)."""
-    delta: float = 3e-3
-    """Gate threshold δ of the trust region."""
+    loss_options: Mapping[str, object] = field(default_factory=dict, metadata={FORMER: {"delta": "loss_options.delta"}})
+    """Keyword options of the registry estimators (delta, clip_eps, ...), as algorithm.loss_options of flashsim train;
+    each goes to the estimators that take it (delta to the gated ones), and each must be taken by one."""
     seed: int = 0
     """Seed of every measurement (the same for all cells: common random numbers)."""
     bootstrap: int = 200
@@ -79,7 +81,14 @@ class SweepConfig:
         for name, low in (("batches", 1), ("seed", 0), ("bootstrap", 0), ("replicates", 1)):
             check_int(name, getattr(self, name), low=low)
         check_real("step_size", self.step_size, low=0.0, low_inclusive=False)
-        check_loss_options("flash_reinforce", {"delta": self.delta}, "options")
+        check_instance("loss_options", self.loss_options, Mapping)
+        names = [parse_estimator(e)[0] for e in self.estimators]
+        for name in names:
+            check_loss_options(name, options_for(name, self.loss_options), "loss_options")
+        untaken = sorted(set(self.loss_options) - {k for name in names for k in options_for(name, self.loss_options)})
+        if untaken:
+            raise ValueError(f"loss_options {', '.join(map(repr, untaken))} changes none of the estimators "
+                             f"{', '.join(self.estimators)}")
         check_choice("loss_algorithm", self.loss_algorithm, ALGORITHMS)
         check_choice("loss_convention", self.loss_convention, CONVENTIONS)
         grouped = [e for e in self.estimators if parse_estimator(e)[1]]
@@ -90,6 +99,15 @@ class SweepConfig:
                 f"every budget must be divisible by every group size for {', '.join(grouped)}; "
                 f"not so for (budget, group_size) = {bad}"
             )
+
+
+def options_for(name: str, loss_options: Mapping[str, object]) -> dict[str, object]:
+    """The options of ``loss_options`` that the registry loss ``name`` takes and that act on it (δ for a gated row,
+    not for ``no_gate``), as :func:`~flashsim.losses.check_loss_options` would accept them."""
+    spec = get_loss(name)
+    taken = {key: value for key, value in loss_options.items() if key in spec.configurable()}
+    inert = inert_options(spec.resolved(taken))
+    return {key: value for key, value in taken.items() if key not in inert}
 
 
 def parse_estimator(text: str) -> tuple[str, bool]:
@@ -131,7 +149,7 @@ def measure_sweep(
     cells = sweep_cells(config) + _user_cells(config, user_losses)
     rows = []
     for index, cell in enumerate(cells):
-        options = {"delta": config.delta} if isinstance(cell["estimator"], str) else {
+        options = options_for(cell["estimator"], config.loss_options) if isinstance(cell["estimator"], str) else {
             "algorithm": config.loss_algorithm, "convention": config.loss_convention}
         report = measure_gradient(
             tables, learner, estimator=cell["estimator"], budget=cell["budget"], num_batches=config.batches,

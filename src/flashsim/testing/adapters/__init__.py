@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
+from flashsim.losses import DEFAULT_DELTA
+
 
 class FrameworkMissing(ImportError):
     """The framework an adapter needs is not installed (the conformance table lists it as not run)."""
@@ -59,7 +61,7 @@ class Adapter:
     std_eps: float = 1e-6
     equal_shards: bool = False
     contiguous_groups: bool = False
-    delta: float = 3e-3
+    delta: float = DEFAULT_DELTA
     clip_eps: float = 0.2
     options: dict = field(default_factory=dict)
     framework = ""
