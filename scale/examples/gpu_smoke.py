@@ -40,7 +40,7 @@ SIZES = {"cuda": {"hidden_size": 256, "num_layers": 4, "num_heads": 8, "intermed
 CHARACTERS = "0123456789+-*=() .,?:<>/calout"
 
 
-def build_model(out: Path, device: str) -> None:
+def build_smoke_model(out: Path, device: str) -> None:
     import tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", choices=tuple(SIZES), required=True)
     args = parser.parse_args(argv)
-    {"model": build_model, "scale": train_scale, "trl": train_trl, "report": report}[args.step](args.out, args.device)
+    steps = {"model": build_smoke_model, "scale": train_scale, "trl": train_trl, "report": report}
+    steps[args.step](args.out, args.device)
 
 
 if __name__ == "__main__":

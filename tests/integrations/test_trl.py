@@ -174,11 +174,11 @@ def test_a_token_vllm_could_not_score_gets_ratio_one_and_no_kl():
 
 
 def test_unscored_trajectories_get_no_advantage_and_stay_out_of_the_baseline():
-    from flashsim.integrations.trl import batch_advantages
+    from flashsim.integrations.trl import generation_batch_advantages
 
     nan = float("nan")
     rewards = torch.tensor([[1.0, nan], [0.0, 1.0], [nan, nan], [0.0, 0.0]])
-    got = batch_advantages(rewards, torch.tensor([1.0, 2.0]))
+    got = generation_batch_advantages(rewards, torch.tensor([1.0, 2.0]))
     torch.testing.assert_close(got, torch.tensor([1 - 1.0, 2 - 1.0, 0.0, 0 - 1.0]))
 
 

@@ -109,7 +109,7 @@ class FlashReinforceConfig(GRPOConfig):
             raise type(error)(message) from None
 
 
-def batch_advantages(rewards_per_func: Tensor, weights: Tensor) -> Tensor:
+def generation_batch_advantages(rewards_per_func: Tensor, weights: Tensor) -> Tensor:
     """FlashREINFORCE's advantages of a generation batch: ``A_i = R_i − mean_j R_j`` with ``R_i`` the weighted sum of
     trajectory i's rewards. A trajectory no reward function scored (all NaN, as TRL marks it) gets ``A_i = 0`` and
     stays out of the mean. Shape: ``[B, F]``, ``[F]`` → ``[B]`` (float32 at least)."""
@@ -152,7 +152,7 @@ class FlashReinforceTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
-        advantages = batch_advantages(self._batch_rewards, self.reward_weights)
+        advantages = generation_batch_advantages(self._batch_rewards, self.reward_weights)
         local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
         output["advantages"] = advantages[local].to(output["advantages"])
         self._logs["advantages"].extend(advantages.tolist())  # replaces TRL's group advantages (a generation batch)
@@ -183,4 +183,5 @@ class FlashReinforceTrainer(GRPOTrainer):
         return loss
 
 
-__all__ = ["GRPO_ONLY", "FlashReinforceConfig", "FlashReinforceTrainer", "batch_advantages", "behavior_log_probs"]
+__all__ = ["GRPO_ONLY", "FlashReinforceConfig", "FlashReinforceTrainer", "behavior_log_probs",
+           "generation_batch_advantages"]

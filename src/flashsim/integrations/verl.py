@@ -49,7 +49,7 @@ def batch_centered_advantage(token_level_rewards: Tensor, response_mask: Tensor,
     return advantages, advantages
 
 
-def policy_loss(delta: float | None = None, gate: str = "sequence"):
+def flash_reinforce_policy_loss(delta: float | None = None, gate: str = "sequence"):
     """verl's policy-loss interface around :func:`flashsim.losses.flash_reinforce_loss` with gate threshold
     ``delta`` (None: flashsim's 3e-3) and ``gate`` (``"sequence"``, ``"token"``, ``"none"``), checked here."""
     options = check_loss_options(NAME, {"gate": gate, **({"delta": delta} if delta is not None else {})},
@@ -89,10 +89,10 @@ def register(name: str = NAME, *, delta: float | None = None, gate: str = "seque
     """Register the batch-centred advantage estimator and the FlashREINFORCE policy loss under ``name`` in verl's
     registries (a second name for another δ: ``register("flash_reinforce_5e3", delta=5e-3)`` in a module that
     verl imports, as this one is)."""
-    core_algos.register_policy_loss(name)(policy_loss(delta, gate))
+    core_algos.register_policy_loss(name)(flash_reinforce_policy_loss(delta, gate))
     core_algos.register_adv_est(name)(batch_centered_advantage)
 
 
 register()
 
-__all__ = ["NAME", "SAMPLE_MEAN", "batch_centered_advantage", "policy_loss", "register"]
+__all__ = ["NAME", "SAMPLE_MEAN", "batch_centered_advantage", "flash_reinforce_policy_loss", "register"]

@@ -160,14 +160,14 @@ class TRLLoss(Adapter):
 @dataclass
 class IntegrationLoss(Adapter):
     """:class:`flashsim.integrations.trl.FlashReinforceTrainer`: its own ``_compute_loss`` on the stand-in (the
-    harness's behaviour log-probs as vLLM's sampling log-probs) and its own ``batch_advantages``."""
+    harness's behaviour log-probs as vLLM's sampling log-probs) and its own ``generation_batch_advantages``."""
 
     framework = "TRL"
     distribution = "trl"
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         integration = require("flashsim.integrations.trl", "trl")
-        return integration.batch_advantages(rewards[:, None], torch.ones(1))
+        return integration.generation_batch_advantages(rewards[:, None], torch.ones(1))
 
     def _loss(self, log_probs, behavior_log_probs, advantages, action_mask, *, num_sequences, num_tokens,
               max_tokens, num_shards) -> Tensor:
