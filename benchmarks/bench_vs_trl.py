@@ -67,7 +67,8 @@ ARMS = ("flash_reinforce", "grpo", "trl_1thread", "trl")
 LABELS = {"flash_reinforce": "flashsim FlashREINFORCE", "grpo": "flashsim GRPO (G = 4)",
           "trl_1thread": "TRL GRPO, 1 torch thread", "trl": "TRL GRPO, torch's default threads"}
 DIFFERENCES = (
-    "Loss: flashsim GRPO is the paper's GRPO (PPO clip 0.2, no KL, sequence-mean then batch-mean aggregation); "
+    "Loss: flashsim GRPO (flashsim's choice of settings, which the article does not give: PPO clip 0.2, no KL, "
+    "sequence-mean then batch-mean aggregation); "
     "TRL's default `loss_type` aggregates over all tokens of the batch (`dapo`) and its advantages are scaled by "
     "the group's standard deviation as flashsim's are. FlashREINFORCE (G = 1) is flashsim's own algorithm and "
     "has no TRL counterpart; it is compared with TRL GRPO at the same rollouts.",

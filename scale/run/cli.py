@@ -242,7 +242,8 @@ def _write_pages(args: argparse.Namespace, names: list[str], claims: list, exper
     page = Path(args.report)
     if claims:
         kept = sections_of(page.read_text()) if page.exists() else ""
-        write_report(claims, args.out, page, command=command, title=REPORT_TITLE, about=REPORT_ABOUT)
+        write_report(claims, args.out, page, command=command, title=REPORT_TITLE, about=REPORT_ABOUT,
+                     family="transformer")
         if kept:
             atomic_write_text(page, page.read_text().rstrip("\n") + "\n\n" + kept)
     for design in experiments:

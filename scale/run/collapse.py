@@ -41,6 +41,7 @@ from flashsim.experiments import (
     SUMMARY,
     TABLE,
     ClaimDesign,
+    finalized_collapse,
     fmt_interval,
     fmt_p,
     holm,
@@ -274,11 +275,12 @@ def write_collapse_section(design: ClaimDesign, out: Path | str, page: Path | st
     page = Path(page)
     source, target = Path(out) / design.claim, page.parent / "results" / design.claim
     target.mkdir(parents=True, exist_ok=True)
-    for name in (SUMMARY, TABLE, MEANS, PER_SEED, FISHER, seeds_figure(design.claim), f"{design.claim}_curves.png"):
-        if (source / name).exists():
+    for name in (TABLE, MEANS, PER_SEED, FISHER, seeds_figure(design.claim), f"{design.claim}_curves.png"):
+        if (source / name).exists() and (source / name).resolve() != (target / name).resolve():
             shutil.copyfile(source / name, target / name)
-    summary = json.loads((source / SUMMARY).read_text())
     fisher = json.loads((source / FISHER).read_text())
+    summary = finalized_collapse(json.loads((source / SUMMARY).read_text()), fisher)
+    atomic_write_text(target / SUMMARY, to_json(summary))
     discussion_path = page.parent / "results" / "discussion" / f"{design.claim}.md"
     discussion = discussion_path.read_text() if discussion_path.exists() else None
     section = collapse_section(design, summary, fisher, "results", command, discussion)

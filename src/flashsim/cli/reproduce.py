@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
               f"{primary['verdict']}  ({args.out / design.claim / 'table.md'})")
     if args.report is not None:
         follow_ups = all(DESIGNS[name].follow_up for name in names)  # their own page, title and opening
-        page = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if follow_ups else {}
+        page = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT, "family": "follow-ups"} if follow_ups else {
+            "family": args.profile}
         path = write_report(designs, args.out, args.report, command=_command(args, names, designs), **page)
         print(f"report written to {path}")
     return 0

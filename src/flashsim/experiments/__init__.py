@@ -49,12 +49,14 @@ from flashsim.experiments.design import (
     Panel,
     with_overrides,
 )
+from flashsim.experiments.pages import PAGES, Page, out_dir, page_of, rerender
 from flashsim.experiments.plots import plot_knob, plot_success_curves
 from flashsim.experiments.profiles import PROFILES
 from flashsim.experiments.registry import CLAIMS, DESIGNS, EXPERIMENTS, Registered, Registry, build_design
 from flashsim.experiments.report import RULE, figure_names, write_report
 from flashsim.experiments.run_cell import CELL_METRICS, run_cell
 from flashsim.experiments.runner import run_sweep, to_json
+from flashsim.experiments.summaries import finalized_collapse
 from flashsim.experiments.verdict import (
     ALPHA,
     AT_CEILING,
@@ -82,7 +84,8 @@ __all__ = [
     "ALPHA", "AT_CEILING", "Arm", "CELL_METRICS", "CLAIMS", "Cell", "ClaimDesign", "Comparison", "DESIGNS",
     "EXPERIMENTS", "Effect", "INCONCLUSIVE", "KnobValue", "MEANS", "NEGLIGIBLE", "NOT_SUPPORTED", "PER_SEED",
     "PROFILES", "Panel", "RULE", "Registered", "Registry", "SUMMARY", "SUPPORTED", "TABLE", "TIME_AXES",
-    "build_design", "figure_names", "fmt_interval", "fmt_p", "holm", "load_cells", "markdown_tables",
+    "PAGES", "Page", "build_design", "figure_names", "finalized_collapse", "fmt_interval", "out_dir", "page_of",
+    "rerender", "fmt_p", "holm", "load_cells", "markdown_tables",
     "mean_interval", "paired_verdict", "plot_knob", "plot_success_curves", "run_cell", "run_sweep", "summarize",
     "to_json", "with_overrides", "write_outputs", "write_report", "write_summary",
 ]

@@ -228,8 +228,12 @@ def markdown_tables(summary: dict) -> str:
                 verdict = f"= {labels[result['same_as']]} (identical values)"
             elif result["exploratory"]:
                 verdict = f"{result['verdict']} (exploratory)"
-            else:
+            elif "rule_verdict" not in result:
                 verdict = f"**{result['verdict']}** (confirmatory, before Holm across the page)"
+            else:
+                rule = result["rule_verdict"]
+                before = f"; {rule} before Holm" if rule != result["verdict"] else ""
+                verdict = f"**{result['verdict']}** (confirmatory, after Holm across the page{before})"
             lines.append(f"| {_describe(comparison)} | {labels[knob]}{mark} | {fmt_interval(result['difference'])} "
                          f"| ±{fmt(result['effect'], 3)} | {pairs_text(result)} | {factor_text(result)} "
                          f"| {fmt_p(result.get('p'))} | {fmt_p(result.get('p_holm'))} | {verdict} |")

@@ -117,8 +117,9 @@ def c1_size(profile: str) -> ClaimDesign:
     return ClaimDesign(
         claim="C1size",
         title="C1 at the claimed size: GRPO's rollouts to a threshold over FlashREINFORCE's, against 2",
-        paper="Article: on Qwen2.5-Math-1.5B FlashREINFORCE scored 38.0 with 256K rollouts and GRPO 36.3 with 512K: "
-              "GRPO needed at least twice the rollouts for that level.",
+        paper="Article: \"256K rollouts versus 512K, with a five-benchmark mean of 38.0 versus 36.3\" on "
+              "Qwen2.5-Math-1.5B. Reading that as a rollout factor of 2 for reaching a level is flashsim's inference, "
+              "not the article's statement.",
         question="How many rollouts does each arm spend before its exact success first reaches 0.6 and 0.7 of the "
                  "optimum (levels every arm reaches), with each arm at the learning rate its pilot found best (seeds "
                  "3000-3003, disjoint from these)? The factor is GRPO's rollouts over FlashREINFORCE's, judged "

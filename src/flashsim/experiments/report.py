@@ -1,13 +1,16 @@
 """``docs/results.md`` generated from a sweep's outputs: per claim the paper's numbers, ours, the verdict.
 
 :func:`write_report` reads each claim's ``summary.json`` (from :func:`~flashsim.experiments.analysis.write_summary`),
-copies its figures and tables into an assets folder beside the report (``results/<claim>/``), and
-writes one Markdown page: an overview table, then per claim the paper's claim, the design, the
-headline numbers beside the paper's, the verdict with where it flips along the knob, the figures, the
-full tables, and a discussion. The discussion is the page's only hand-written part: it is read from
-``<assets>/discussion/<claim>.md`` when that file exists (written by a person after reading the
-results of the run it discusses), and is otherwise a generated sentence; ``discussion/intro.md``, if present,
-follows the overview.
+applies Holm across the page's primaries and writes the final verdict back into the ``summary.json`` it keeps beside
+the page (:func:`flashsim.experiments.summaries.finalized`), copies the figures and tables into an assets folder
+(``results/<claim>/``), and writes one Markdown page: an overview table (verdict with the size verdict; mechanism from
+the registered exploratory comparisons), the generated *In short*, then per claim the paper's claim, the design, the
+headline numbers beside the paper's, the verdict with where it flips along the knob, the figures, the full tables,
+and a discussion. Every sentence that states a result is generated (:mod:`flashsim.experiments.summaries`); the
+hand-written parts explain: the discussion of each claim (``<assets>/discussion/<claim>.md``, written by a person
+after reading the run; otherwise a generated sentence) and ``discussion/intro.md``, which follows the *In short*.
+The quick page opens with the replication summary across every page (:mod:`flashsim.experiments.pages`, which also
+re-renders every page from the committed stores).
 """
 
 from __future__ import annotations
@@ -32,7 +35,17 @@ from flashsim.experiments.analysis import (
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.probes import probe_design, probe_table
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
-from flashsim.experiments.verdict import CEILING_EPSILON, holm, with_holm
+from flashsim.experiments.runner import to_json
+from flashsim.experiments.summaries import (
+    collapse_sentence,
+    decide_page,
+    finalized,
+    finalized_collapse,
+    in_short,
+    mechanism_cell,
+    verdict_cell,
+)
+from flashsim.experiments.verdict import CEILING_EPSILON
 from flashsim.losses import DEFAULT_DELTA
 from flashsim.sim.config import TrainConfig
 
@@ -95,12 +108,8 @@ def _verdict_line(comparison: dict, summary: dict) -> str:
 
 
 def page_verdicts(summaries: list[dict]) -> list[dict[str, object]]:
-    """Holm across the page's confirmatory primaries: per summary, the rule's verdict, its p, the adjusted p
-    and the verdict after Holm (:func:`flashsim.experiments.verdict.with_holm`)."""
-    adjusted = holm([summary["primary"].get("p", float("nan")) for summary in summaries])
-    return [{"rule": summary["primary"]["verdict"], "p": summary["primary"].get("p", float("nan")), "p_holm": p_holm,
-             "verdict": with_holm(summary["primary"]["verdict"], p_holm)}
-            for summary, p_holm in zip(summaries, adjusted)]
+    """Holm across the page's confirmatory primaries (:func:`flashsim.experiments.summaries.decide_page`)."""
+    return decide_page(summaries)
 
 
 def verdict_text(decision: dict) -> str:
@@ -185,7 +194,9 @@ def claim_section(
         _design_block(design),
         f"**Ours (headline, {design.knob_value(design.headline).label}).** {_headline_numbers(summary)}. "
         f"**Verdict:** {verdict_text(decision)} (p = {fmt_p(decision['p'])}, Holm-adjusted over the page's "
-        f"primaries {fmt_p(decision['p_holm'])}).", "",
+        f"primaries {fmt_p(decision['p_holm'])})"
+        + (f"; {primary['size_verdict']}" if primary.get("size_verdict") else "")
+        + (f". Exploratory: {primary['exploratory_reason']}" if primary.get("exploratory_reason") else "") + ".", "",
         "Verdicts of every comparison along the knob (paired 95 % CI of arm − baseline; all but the primary "
         "comparison at the headline are exploratory):", "",
         *[_verdict_line(c, summary) for c in summary["comparisons"]], "",
@@ -237,50 +248,91 @@ FOLLOW_UP_ABOUT = (
 """The follow-up page's opening paragraphs."""
 
 
+PROBES = "probes.md"
+"""The gradient-probe table of a probed claim, kept beside its summary so that the page re-renders from docs alone."""
+
+
+def _probes(design: ClaimDesign, out: Path | str, target: Path) -> str:
+    """The probe table: from the probe cells in ``out`` (and then kept in ``target``), else the kept one."""
+    if (Path(out) / probe_design(design).claim).exists():
+        table = probe_table(design, out)
+        atomic_write_text(target / PROBES, table)
+        return table
+    return (target / PROBES).read_text() if (target / PROBES).exists() else ""
+
+
+def _collapse_findings(assets: Path) -> str:
+    """The collapse tests' results beside the page (each its own Holm family), for the page's "In short"."""
+    lines = []
+    for fisher_path in sorted(assets.glob("*/fisher.json")):
+        claim = fisher_path.parent.name
+        fisher = json.loads(fisher_path.read_text())
+        summary = finalized_collapse(json.loads((fisher_path.parent / SUMMARY).read_text()), fisher)
+        lines.append(f"- {collapse_sentence(claim, fisher, summary)}")
+    return "\n".join(["", "The pre-registered collapse tests, each its own family (sections at the end of the page):",
+                      "", *lines]) + "\n" if lines else ""
+
+
+def _keep_assets(claim: str, source: Path, target: Path, summary: dict) -> Path:
+    """Copy a claim's figures and tables from ``source`` to ``target`` (unless they are the same folder) and write
+    its finalized ``summary.json`` there; returns ``target``."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (*figure_names(claim), TABLE, MEANS, PER_SEED):
+        if (source / name).exists() and (source / name).resolve() != (target / name).resolve():
+            shutil.copyfile(source / name, target / name)
+    atomic_write_text(target / SUMMARY, to_json(summary))
+    return target
+
+
+def _findings(report: Path) -> str:
+    """The replication summary that opens the quick page, from every page's committed stores beside ``report``."""
+    from flashsim.experiments.pages import replication_text  # pages names the report's functions
+
+    return replication_text(report.parent)
+
+
 def write_report(
     designs: list[ClaimDesign], out: Path | str, report: Path | str, *, command: str = "",
-    title: str = SIMULATION_TITLE, about: tuple[str, ...] = SIMULATION_ABOUT,
+    title: str = SIMULATION_TITLE, about: tuple[str, ...] = SIMULATION_ABOUT, family: str = "",
 ) -> Path:
     """Write the report for ``designs`` (summaries and figures already in ``out``) to ``report``.
 
-    Figures and tables are copied to ``<report dir>/results/<claim>/``; hand-written discussions are
-    read from ``<report dir>/results/discussion/<claim>.md``, and a one-line mechanism for the overview (where
-the page established one) from ``<claim>.mechanism.md`` there; ``summary.md`` there, if present, opens the page
-(what the run found, in a few sentences). ``title`` and the paragraphs of ``about``
-    open the page (the transformer claims of ``scale`` give their own).
+    Figures and tables are copied to ``<report dir>/results/<claim>/`` (``out`` may be that folder itself: the page
+    then re-renders from its committed stores), with each ``summary.json`` holding its final verdict after Holm over
+    the page's primaries (``family`` names the page: ``quick``, ``full``, ``transformer``, ``follow-ups``; the quick
+    page opens with the replication summary of every page); hand-written discussions are read from
+    ``<report dir>/results/discussion/<claim>.md``. ``title`` and the paragraphs of ``about`` open the page (the
+    transformer claims of ``scale`` give their own).
     """
     report = Path(report)
     assets = report.parent / "results"
     sections = []
     overview = ["| claim | what | quoted (source) | primary comparison | ours (headline) | p (Holm) | verdict "
-                "| mechanism, where the page established one |", "|---|---|---|---|---|---|---|---|"]
+                "| mechanism (exploratory comparisons at the headline) |", "|---|---|---|---|---|---|---|---|"]
     summaries = [json.loads((Path(out) / design.claim / SUMMARY).read_text()) for design in designs]
-    for design, summary, decision in zip(designs, summaries, page_verdicts(summaries)):
-        source = Path(out) / design.claim
-        target = assets / design.claim
-        target.mkdir(parents=True, exist_ok=True)
-        for name in (*figure_names(design.claim), SUMMARY, TABLE, MEANS, PER_SEED):
-            if (source / name).exists():
-                shutil.copyfile(source / name, target / name)
+    decisions = page_verdicts(summaries)
+    summaries = [finalized(summary, decision, family, len(summaries))
+                 for summary, decision in zip(summaries, decisions)]
+    for design, summary, decision in zip(designs, summaries, decisions):
+        target = _keep_assets(design.claim, Path(out) / design.claim, assets / design.claim, summary)
         discussion_path = assets / "discussion" / f"{design.claim}.md"
         discussion = discussion_path.read_text() if discussion_path.exists() else None
-        mechanism_path = assets / "discussion" / f"{design.claim}.mechanism.md"
-        mechanism = " ".join(mechanism_path.read_text().split()) if mechanism_path.exists() else "—"
-        probes = probe_table(design, out) if (Path(out) / probe_design(design).claim).exists() else ""
-        figures = tuple(name for name in figure_names(design.claim) if (source / name).exists())
+        probes = _probes(design, out, target)
+        figures = tuple(name for name in figure_names(design.claim) if (target / name).exists())
         sections.append(claim_section(design, summary, assets.name, discussion, probes, figures, decision))
         primary = summary["comparisons"][0]
         overview.append(f"| {design.claim} | {design.title} | {_quoted(primary)} | {summary['primary']['comparison']} "
                         f"| {_headline_numbers(summary)} | {fmt_p(decision['p'])} ({fmt_p(decision['p_holm'])}) "
-                        f"| {verdict_text(decision)} | {mechanism} |")
+                        f"| {verdict_cell(summary)} | {mechanism_cell(summary)} |")
     profiles = sorted({design.profile for design in designs})
     seeds = sorted({len(design.seeds) for design in designs})
-    findings = assets / "discussion" / "summary.md"
+    findings = _findings(report) if family == "quick" else ""
     header = [
         f"# {title}", "",
         "<!-- Generated by flashsim.experiments.report.write_report; edit the designs or "
-        "results/discussion/*.md beside this page, not this file. -->", "",
-        *([findings.read_text().strip(), ""] if findings.exists() else []),
+        "results/discussion/*.md beside this page, not this file, then re-render: "
+        "python -m scale.run.pages -->", "",
+        *([findings.strip(), ""] if findings else []),
         f"Produced by `{command}` (profile{'s' if len(profiles) > 1 else ''} {', '.join(profiles)}; "
         f"{'/'.join(map(str, seeds))} seeds per cell)." if command else
         f"Profile {', '.join(profiles)}; {'/'.join(map(str, seeds))} seeds.", "",
@@ -289,6 +341,7 @@ the page established one) from ``<claim>.mechanism.md`` there; ``summary.md`` th
         "In the tables, *factor* is the favoured arm's mean over the baseline's (the baseline's over the arm's for a "
         "`<` comparison: a speed-up for C7, GRPO's rollouts over FlashREINFORCE's for C1's rollouts-to-threshold, to "
         "set beside the article's 2×); — where a mean is 0.", "",
+        in_short(summaries, family) + _collapse_findings(assets),
     ]
     intro = assets / "discussion" / "intro.md"
     if intro.exists():

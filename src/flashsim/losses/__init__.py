@@ -10,7 +10,7 @@ objects, no global state, no ``.item()``, and no import of flashsim outside this
 - :mod:`~flashsim.losses.tokens` — the token math both import as peers: the one-batch baseline, the log-ratio,
   the sampled-action KL d and its mean D̄, the aggregation modes;
 - :mod:`~flashsim.losses.advantages` — the other advantage estimators (none, GRPO's, Dr. GRPO's, RLOO's);
-- :mod:`~flashsim.losses.entropy_filter` — the appendix's negative-token entropy filter (an ablation);
+- :mod:`~flashsim.losses.entropy_filter` — the negative-token entropy filter (an ablation after verl's ``neg_topq``);
 - :mod:`~flashsim.losses.registry` — every algorithm and ablation by name (:data:`LOSSES`), one row of data each,
   and :func:`check_loss_options`, the one check of a row's options where they enter;
 - :mod:`~flashsim.losses.options` — the vocabulary: :data:`DEFAULT_DELTA`, :data:`GATES`, :data:`AGGREGATIONS`

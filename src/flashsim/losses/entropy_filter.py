@@ -1,4 +1,5 @@
-"""The negative-token entropy filter of FlashREINFORCE's appendix, an ablation (``negative_token_fraction``).
+"""The negative-token entropy filter (verl's ``neg_topq``; not in the article), an ablation
+(``negative_token_fraction``).
 
 Only :func:`~flashsim.losses.flash_reinforce_loss` with ``negative_token_fraction < 1`` (the registry's
 ``entropy_filter`` row) calls it; the paper's path never does.
@@ -11,7 +12,7 @@ from torch import Tensor
 
 
 def negative_token_filter(entropies: Tensor, failures: Tensor, action_mask: Tensor, fraction: float) -> Tensor:
-    """Tokens kept by the negative-token entropy filter (FlashREINFORCE appendix; verl ``neg_topq``).
+    """Tokens kept by the negative-token entropy filter (verl ``neg_topq``; the article does not describe it).
 
     A failed trajectory keeps only its ``k_i = ⌈q · T_i⌉`` highest-entropy policy tokens (equal
     entropies: the earlier position first); every other trajectory keeps all its policy tokens.

@@ -80,7 +80,7 @@ def flash_reinforce_loss(
         max_tokens: T_max of ``seq_mean_token_sum_norm`` (default: the width T).
         log_ratio_clamp: opt-in cap c on |log ρ| (30.0 is slime's value); without it an overflowing ρ
             on a kept token raises ``FloatingPointError``. The weight is then ``exp(clamp(log ρ))``.
-        negative_token_fraction: q of the appendix's filter: with q < 1 a failed trajectory keeps only its
+        negative_token_fraction: q of the negative-token entropy filter: with q < 1 a failed trajectory keeps only its
             ⌈q·T_i⌉ tokens of highest behaviour entropy (and its 1/T_i and its place in B).
         entropies: ``[B, T]`` behaviour entropies per token (the filter only).
         failures: ``[B]`` bool, the failed trajectories (the filter only).
