@@ -3,11 +3,21 @@
 Torch runs on one intra-op thread in every test (restored afterwards). The tensors in these tests are
 tiny or memory-bound; with two threads on a busy 2-core machine every small op pays a thread hand-off
 and runs got up to 20 times slower (see docs/performance.md). The ``flashsim`` CLI makes the same
-choice (``--threads 1``).
+choice (``--threads 1``). The session-scoped twin covers the module- and session-scoped fixtures too (built
+before any function-scoped fixture): the own-model fixture's warm-up took 149 s on two threads and 11 s on one
+(load ≈ 15, docs/performance.md "Test suite").
 """
 
 import pytest
 import torch
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread_for_shared_fixtures():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(autouse=True)
@@ -16,3 +26,61 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+LONGEST_FIRST = (
+    "tests/scale/test_transformer_claims.py",
+    "tests/scale/test_own_model.py",
+    "tests/scale/test_bench_vs_trl.py",
+    "tests/scale/test_vllm_torchrun.py",
+    "tests/scale/test_own_data.py",
+    "tests/test_tutorials.py",
+    "tests/scale/test_vllm_engine.py",
+    "tests/scale/test_fsdp_run.py",
+    "tests/scale/test_fleet_failure.py",
+    "tests/scale/test_data_parallel.py",
+    "tests/experiments/test_cli_reproduce.py",
+)
+"""Modules whose tests took the longest (over a minute each on 2 busy cores: docs/performance.md, "Test suite"),
+longest first. Only the order of the xdist schedule depends on it: a module missing here still runs."""
+
+
+def _worksteal_slices(count: int, workers: int) -> list[int]:
+    """The sizes of the first batches pytest-xdist's ``worksteal`` scheduler hands to ``workers`` workers."""
+    sizes = []
+    for remaining in range(workers, 0, -1):
+        sizes.append((count - sum(sizes)) // remaining)
+    return sizes
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, start each worker on its share of the slow modules, the longest first.
+
+    ``worksteal`` gives worker k the k-th contiguous slice of the collection; an idle worker then steals from the
+    end of a busy one's queue, but never the test running. With the modules in file order a worker could pick
+    up a 100 s test last while the other sat idle. Here each slice begins with whole modules that hold a slow test
+    (dealt round-robin, :data:`LONGEST_FIRST` first, so a module's fixtures are built once) and ends with fast
+    tests, which are what gets stolen at the end. Without xdist (``-n 0``) the order is left alone.
+    """
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    if workers < 2:
+        return
+    modules: dict[str, list] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    slow = [name for name, group in modules.items() if any(item.get_closest_marker("slow") for item in group)]
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    slow.sort(key=lambda name: rank.get(name, len(rank)))  # stable: the other slow modules in file order
+    dealt: list[list] = [[] for _ in range(workers)]
+    for i, name in enumerate(slow):
+        dealt[i % workers].extend(modules[name])
+    slow_names = set(slow)
+    fast = [item for name, group in modules.items() if name not in slow_names for item in group]
+    ordered = []
+    for own, size in zip(dealt, _worksteal_slices(len(items), workers)):
+        fill = max(0, size - len(own))
+        ordered.extend(own + fast[:fill])
+        fast = fast[fill:]
+    ordered.extend(fast)
+    assert len(ordered) == len(items)
+    items[:] = ordered

@@ -1,4 +1,4 @@
-"""``flashsim train`` run as a user runs it: through a subprocess, at tiny budgets."""
+"""``flashsim train`` at tiny budgets, through ``main`` in this process and, where a kill is tested, as a process."""
 
 from __future__ import annotations
 
@@ -14,17 +14,16 @@ import pytest
 
 from flashsim.cli import main
 from tests.event_files import raw_scalars
-from tests.flashsim_command import run_flashsim
 
 
 @pytest.mark.slow
-def test_train_writes_metrics_plot_summary_and_resumes(tmp_path):
+def test_train_writes_metrics_plot_summary_and_resumes(tmp_path, capsys):
+    """Through ``main`` in this process (the SIGKILL test below runs the command as a process)."""
     out = tmp_path / "run"
     common = ("--env", "bandit_tiny", "--algo", "grpo", "--lag", "2", "--batch-size", "16", "--group-size", "4",
               "--seed", "1", "--out", str(out), "--checkpoint-every", "5", "--eval-every", "4")
-    first = run_flashsim("train", *common, "--updates", "12", "--json")
-    assert first.returncode == 0, first.stderr
-    summary = json.loads(first.stdout)
+    assert main(["train", *common, "--updates", "12", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
     assert summary["updates"] == 12 and summary["algorithm"] == "grpo" and summary["rollouts"] == 12 * 16
     assert summary["accounting"]["consumed"] + summary["accounting"]["rejected"] == 12 * 16
     for name in ("metrics.csv", "metrics.jsonl", "curves.png", "summary.json", "config.json", "checkpoint.pt"):
@@ -34,9 +33,8 @@ def test_train_writes_metrics_plot_summary_and_resumes(tmp_path):
     assert [row["update"] for row in rows] == [str(k) for k in range(12)]
     assert [row["lag/max"] for row in rows[2:]] == ["2.0"] * 10
 
-    resumed = run_flashsim("train", "--out", str(out), "--resume", "--updates", "15", "--no-progress")
-    assert resumed.returncode == 0, resumed.stderr
-    assert "15 updates" in resumed.stdout
+    assert main(["train", "--out", str(out), "--resume", "--updates", "15", "--no-progress"]) == 0
+    assert "15 updates" in capsys.readouterr().out
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 15
 
 
@@ -55,11 +53,15 @@ def test_train_reports_bad_usage_as_errors_with_exit_code_two(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_metrics_rows_after_sigkill_and_resume_are_neither_lost_nor_duplicated(tmp_path):
-    """Nor the TensorBoard scalars of the killed run, which logs them too (the metrics files stay the record)."""
+    """Nor the TensorBoard scalars of the killed run, which logs them too (the metrics files stay the record).
+
+    The kill lands once 20 KB of rows (about 30 updates) are on disk, so 400 updates leave the run more than 90 %
+    of its work to be killed in. Only the killed run is a process; the others run through ``main`` here."""
+    updates = 400
     common = ("--env", "bandit_tiny", "--batch-size", "16", "--lag", "2", "--eval-every", "3", "--checkpoint-every",
-              "7", "--updates", "1500", "--no-progress")
+              "7", "--updates", str(updates), "--no-progress")
     whole = tmp_path / "whole"
-    assert run_flashsim("train", *common, "--out", str(whole)).returncode == 0
+    assert main(["train", *common, "--out", str(whole)]) == 0  # in this process: only the killed run needs one
     killed = tmp_path / "killed"
     process = subprocess.Popen([sys.executable, "-m", "flashsim", "train", *common, "--out", str(killed),
                                 "--logger", "tensorboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -69,12 +71,11 @@ def test_metrics_rows_after_sigkill_and_resume_are_neither_lost_nor_duplicated(t
     process.send_signal(signal.SIGKILL)  # no cleanup: buffered rows after the last checkpoint are lost
     process.wait()
     assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed; raise --updates"
-    assert run_flashsim("train", "--out", str(killed), "--resume", "--no-progress", "--logger",
-                        "tensorboard").returncode == 0
+    assert main(["train", "--out", str(killed), "--resume", "--no-progress", "--logger", "tensorboard"]) == 0
     for name in ("metrics.csv", "metrics.jsonl"):
         assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
     rows = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
-    assert [row["update"] for row in rows] == list(range(1500))
+    assert [row["update"] for row in rows] == list(range(updates))
     assert len(list(killed.glob("events.out.tfevents.*"))) == 2  # the killed process's and the resumed one's
     scalars = raw_scalars(killed)
     assert len({(tag, step) for tag, step, _ in scalars}) == len(scalars)  # no step twice

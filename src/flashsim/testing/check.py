@@ -12,7 +12,10 @@ hypothesis is a development dependency (``pip install 'flashsim[dev]'``), import
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Sequence
+
+import torch
 
 from flashsim.losses import DEFAULT_DELTA, check_loss_options
 from flashsim.testing.conventions import ALGORITHMS, ShardContractError, get_convention
@@ -36,6 +39,8 @@ def check_loss(
     estimator: str | None = None,
     equal_shards: bool | None = None,
     contiguous_groups: bool | None = None,
+    seed: int | None = None,
+    dtype: torch.dtype = torch.float64,
 ) -> LossReport:
     """Check ``fn`` against the invariants of ``algorithm`` (DESIGN.md) and report each one.
 
@@ -61,6 +66,11 @@ def check_loss(
             attribute, else False: any sizes).
         contiguous_groups: groups arrive as contiguous blocks of G rows (default: ``fn``'s
             ``contiguous_groups`` attribute, else False: group ids in any order).
+        seed: the seed of every invariant's search (hypothesis and torch's global generator, restored after);
+            default None: derandomised from the check's code. Either way the same call gives the same report,
+            whatever ran before it in the process.
+        dtype: the dtype of the drawn batches: float64, or float32 (the dtype the frameworks' pipelines feed;
+            tolerances are floored at a few float32 ulps). ``precision`` always compares bf16 with float64.
 
     Returns:
         a :class:`~flashsim.testing.LossReport`; ``report.passed`` is False when any invariant fails,
@@ -92,16 +102,39 @@ def check_loss(
     promise = declared(algorithm, fn, aggregation, estimator, std_eps)
     flags = {name: bool(getattr(fn, name, False) if value is None else value)
              for name, value in (("equal_shards", equal_shards), ("contiguous_groups", contiguous_groups))}
-    context = Context(fn, style, algorithm, delta, clip_eps, promise.std_eps, promise, **flags)
+    if dtype not in (torch.float64, torch.float32):
+        raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
+    if seed is not None:
+        seed = check_int("seed", seed, low=0)
+    context = Context(fn, style, algorithm, delta, clip_eps, promise.std_eps, promise, **flags,
+                      local_shards=bool(getattr(fn, "local_shards", False)), dtype=dtype)
     results = tuple(
-        _run(invariant, context, max_examples)
+        _run(invariant, context, max_examples, seed)
         for invariant in INVARIANTS
         if invariants is None or invariant.name in invariants
     )
     return LossReport(_name(fn), algorithm, convention, results, str(promise))
 
 
-def _run(invariant: Invariant, context: Context, max_examples: int) -> InvariantResult:
+def _run(invariant: Invariant, context: Context, max_examples: int, seed: int | None) -> InvariantResult:
+    """:func:`_search`, seeded; a documented departure that holds as documented reads ``documented``; a failure
+    of an invariant with a frequency measure says how often it happens."""
+    if seed is not None:  # one seed per invariant: a cell run alone draws what it draws in the full report
+        seed = zlib.crc32(f"{seed}:{invariant.name}".encode())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0 if seed is None else seed)
+        result = _search(invariant, context, max_examples, seed)
+        documented = getattr(context.fn, "documented", {}).get(invariant.name)
+        if documented and result.status == "holds":
+            return _result(invariant, "documented", result.examples, documented)
+        if result.failed and invariant.frequency is not None:
+            how_often = invariant.frequency(context)
+            return _result(invariant, "FAILS", result.examples, f"{result.message}\n{how_often}",
+                           result.counterexample)
+    return result
+
+
+def _search(invariant: Invariant, context: Context, max_examples: int, seed: int | None) -> InvariantResult:
     """Search for a counterexample with hypothesis; shrink it; say what happened."""
     if context.algorithm not in invariant.algorithms:
         return _result(invariant, "n/a", message=f"not an invariant of {context.algorithm}")
@@ -110,13 +143,14 @@ def _run(invariant: Invariant, context: Context, max_examples: int) -> Invariant
     reason = invariant.not_applicable(context) or getattr(context.fn, "own_rules", {}).get(invariant.name)
     if reason:
         return _result(invariant, "n/a", message=reason)
+    import hypothesis
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import strategies as st
 
     seen = {"examples": 0, "failure": None}
 
     @settings(
-        max_examples=max_examples, derandomize=True, database=None, deadline=None, report_multiple_bugs=False,
+        max_examples=max_examples, derandomize=seed is None, database=None, deadline=None, report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
         phases=(Phase.explicit, Phase.generate, Phase.shrink),
     )
@@ -130,6 +164,8 @@ def _run(invariant: Invariant, context: Context, max_examples: int) -> Invariant
             seen["failure"] = (error, describe(case.drawn))  # the last failure is the shrunk one
             raise
 
+    if seed is not None:
+        search = hypothesis.seed(seed)(search)
     try:
         search()
     except Exception as error:  # hypothesis re-raises the shrunk failure (or its own error)

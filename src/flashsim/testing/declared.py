@@ -61,10 +61,15 @@ class Declared:
     estimator: str
     budget: int | None = None
     std_eps: float = 1e-6
+    singleton: str = "zero"
+    """A group of one trajectory: ``"zero"`` (A = 0, no contrast) or ``"unit"`` (mean 0, std 1, so
+    A = R / (1 + ε): verl's documented fallback)."""
 
     def __str__(self) -> str:
         aggregation = f"constant:{self.budget}" if self.budget is not None else self.aggregation
         estimator = f"group_mean_std (ε = {self.std_eps:g})" if self.estimator == "group_mean_std" else self.estimator
+        if self.singleton == "unit":
+            estimator += ", a group of one: mean 0, std 1"
         return f"aggregation {aggregation}, estimator {estimator}"
 
     def weights(self, action_mask: Tensor, *, dtype: torch.dtype = torch.float64) -> Tensor:
@@ -75,12 +80,18 @@ class Declared:
 
     def advantages(self, rewards: Tensor, group_ids: Tensor) -> Tensor:
         """``A`` ``[B]`` by the declared estimator."""
-        if self.estimator == "group_mean_std":
-            return group_normalized(rewards, group_ids, std_eps=self.std_eps)
         if self.estimator == "none":
             return rewards.to(torch.promote_types(rewards.dtype, torch.float32))
-        return {"batch_mean": batch_centered, "group_mean": group_centered, "rloo": leave_one_out}[self.estimator](
-            rewards, group_ids)
+        if self.estimator == "group_mean_std":
+            advantages = group_normalized(rewards, group_ids, std_eps=self.std_eps)
+        else:
+            advantages = {"batch_mean": batch_centered, "group_mean": group_centered, "rloo": leave_one_out}[
+                self.estimator](rewards, group_ids)
+        if self.singleton == "unit" and self.estimator in ("group_mean", "group_mean_std"):
+            alone = (group_ids[:, None] == group_ids[None, :]).sum(dim=1) == 1
+            scale = 1 + self.std_eps if self.estimator == "group_mean_std" else 1.0
+            advantages = torch.where(alone, rewards.to(advantages.dtype) / scale, advantages)
+        return advantages
 
 
 def parse_aggregation(text: str) -> tuple[str, int | None]:
@@ -112,7 +123,10 @@ def declared(
         raise ValueError(f"estimator {estimator!r} is not one of {', '.join(ESTIMATORS)}")
     std_eps = getattr(fn, "std_eps", std_eps)
     mode, budget = parse_aggregation(aggregation)
-    return Declared(mode, estimator, budget, float(std_eps))
+    singleton = getattr(fn, "singleton_fallback", "zero")
+    if singleton not in ("zero", "unit"):
+        raise ValueError(f"singleton_fallback must be 'zero' or 'unit', got {singleton!r}")
+    return Declared(mode, estimator, budget, float(std_eps), singleton)
 
 
 __all__ = ["ALIASES", "DEFAULTS", "Declared", "ESTIMATORS", "GROUP_ESTIMATORS", "LINEAR_ESTIMATORS", "declared",

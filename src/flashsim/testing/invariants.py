@@ -40,11 +40,19 @@ from flashsim.testing.conventions import (
     accepted_keywords,
 )
 from flashsim.testing.declared import GROUP_ESTIMATORS, LINEAR_ESTIMATORS, Declared
-from flashsim.testing.strategies import LossBatch, loss_batches, shard_sizes
+from flashsim.testing.strategies import LossBatch, loss_batches, random_loss_batch, shard_sizes
 
 SHARD_KEYWORDS = ("advantages", "num_sequences", "num_tokens", "max_tokens", "num_shards")
 """What a shard is handed: the full batch's advantages for its rows, the global B, Σ T_i and width, and
 how many shards make up the update (a trainer that divides by its accumulation steps needs it)."""
+
+
+FLOAT32_RTOL, FLOAT32_ATOL = 1e-3, 1e-6
+"""Tolerance floors of a float32 run. Relative 1e-3: group normalisation divides a float32 reward's rounding
+(6e-8 at 0.7) by a group std that can be 1e-3 of the rewards (0.52 vs 0.5214), so correct code differs from the
+exact reference by a few 1e-5 relative; a wrong normalisation or a micro-batch counted twice errs by tens of per
+cent. Absolute 1e-6: far below a group of equal rewards whose rounding is divided by a std of 0 + ε (verl:
+5.96e-8 / 1e-6 = 0.06), which the float32 pass exists to show."""
 
 
 class InvariantViolation(AssertionError):
@@ -66,6 +74,17 @@ class Context:
     """Shards are equal-size microbatches only (a trainer that divides by its count of accumulation steps)."""
     contiguous_groups: bool = False
     """Groups arrive as contiguous blocks of G rows (a trainer that reshapes rewards with ``view(-1, G)``)."""
+    local_shards: bool = False
+    """Each microbatch is normalised over its own tokens, then divided by the number of microbatches (TRL's
+    documented ``bnpo``): ``shards`` checks that instead of the full batch's normalisation."""
+    dtype: torch.dtype = torch.float64
+    """The dtype of the drawn batches (float64, or float32, the dtype the frameworks' pipelines feed)."""
+
+    def close(self, what: str, got: Tensor, want: Tensor, *, rtol: float = 1e-7, atol: float = 1e-9) -> None:
+        """:func:`_close` with the tolerances floored at a few float32 ulps when the batches are float32."""
+        if self.dtype == torch.float32:
+            rtol, atol = max(rtol, FLOAT32_RTOL), max(atol, FLOAT32_ATOL)
+        _close(what, got, want, rtol=rtol, atol=atol)
 
     def loss(self, batch: LossBatch, log_probs: Tensor, **overrides) -> Tensor:
         return self.convention.loss(self.fn, self.algorithm, batch, log_probs, eps=self.std_eps, **overrides)
@@ -140,6 +159,12 @@ def _close(what: str, got: Tensor, want: Tensor, *, rtol: float = 1e-7, atol: fl
         )
 
 
+def _signed(values: Tensor) -> str:
+    """``[+0.0596, +0.0596, ...]``: the sign shows whether every member shifts the same way."""
+    return "[" + ", ".join(f"{v:+.4g}" for v in values.flatten().tolist()[:12]) + (", …]" if values.numel() > 12
+                                                                                   else "]")
+
+
 def _short(values: Tensor) -> str:
     return str([round(v, 6) for v in values.flatten().tolist()][:24])
 
@@ -187,19 +212,19 @@ def with_rewards(batch: LossBatch, rewards: Tensor) -> LossBatch:
 
 # ---- the checks -------------------------------------------------------------------------------------
 
-def _batch(case: Case, ctx: Context, *, padding: str = "zeros", **options) -> LossBatch:
-    """A float64 batch (zero padding unless asked); for GRPO (and the registry's other grouped rows), groups
-    of G ∈ {2, 3, 4} (advantages not all 0)."""
+def _batch(case: Case, ctx: Context, *, padding: str = "zeros", max_group: int = 4, **options) -> LossBatch:
+    """A batch of ``ctx.dtype`` (zero padding unless asked); for GRPO (and the registry's other grouped rows),
+    groups of G ∈ {2, ..., max_group} (advantages not all 0)."""
     from hypothesis import strategies as st
 
     if LOSSES[ctx.algorithm].group_size > 1 and "group_size" not in options:
-        options["group_size"] = case.draw(st.integers(2, 4), "G")
+        options["group_size"] = case.draw(st.integers(2, max_group), "G")
         low, high = options.get("batch_size", (1, 8))
         options["batch_size"] = (max(low, options["group_size"]), high)
     if ctx.contiguous_groups:
         options.setdefault("group_size", 1)  # ungrouped algorithms: every trajectory its own block
         options["contiguous_groups"] = True
-    return case.draw(loss_batches(padding=padding, **options), "batch")
+    return case.draw(loss_batches(padding=padding, dtype=ctx.dtype, **options), "batch")
 
 
 CLIP_EDGE_RATIOS = (0.5, 0.75, 0.9, 1.0, 1.1, 1.3, 1.8)
@@ -209,7 +234,7 @@ CLIP_EDGE_RATIOS = (0.5, 0.75, 0.9, 1.0, 1.1, 1.3, 1.8)
 def check_on_policy_gradient(ctx: Context, case: Case) -> None:
     batch = on_policy(_batch(case, ctx))
     _, gradient = ctx.run(batch)
-    _close("on-policy ∂L/∂log π", gradient, ctx.reference_gradient(batch))
+    ctx.close("on-policy ∂L/∂log π", gradient, ctx.reference_gradient(batch))
 
 
 def check_off_policy_gradient(ctx: Context, case: Case) -> None:
@@ -231,7 +256,7 @@ def check_off_policy_gradient(ctx: Context, case: Case) -> None:
         batch = near_threshold(drifted, torch.tensor(factors), ctx.delta)
         case.drawn["batch"] = batch
     _, gradient = ctx.run(batch)
-    _close("off-policy ∂L/∂log π", gradient, ctx.reference_gradient(batch))
+    ctx.close("off-policy ∂L/∂log π", gradient, ctx.reference_gradient(batch))
 
 
 def check_rejected_rows(ctx: Context, case: Case) -> None:
@@ -252,9 +277,9 @@ def check_rejected_rows(ctx: Context, case: Case) -> None:
         return  # δ ≥ 0.49 admits this row: nothing to reject
     _, gradient = ctx.run(rejected)
     _, gradient_admitted = ctx.run(admitted)
-    _close(f"∂L/∂log π of rejected trajectory {row}", gradient[row], torch.zeros_like(gradient[row]))
+    ctx.close(f"∂L/∂log π of rejected trajectory {row}", gradient[row], torch.zeros_like(gradient[row]))
     others = torch.arange(batch.batch_size) != row
-    _close("the other trajectories' ∂L/∂log π (rejected vs admitted)", gradient[others], gradient_admitted[others])
+    ctx.close("the other trajectories' ∂L/∂log π (rejected vs admitted)", gradient[others], gradient_admitted[others])
 
 
 def check_advantage_baseline(ctx: Context, case: Case) -> None:
@@ -265,27 +290,37 @@ def check_advantage_baseline(ctx: Context, case: Case) -> None:
     _, gradient = ctx.run(batch)
     _, shifted = ctx.run(with_rewards(batch, batch.rewards + shift))
     if ctx.declared.estimator != "none":
-        _close(f"∂L/∂log π with rewards + {shift}", shifted, gradient)
+        ctx.close(f"∂L/∂log π with rewards + {shift}", shifted, gradient)
     if ctx.declared.estimator in LINEAR_ESTIMATORS:
         _, doubled = ctx.run(with_rewards(batch, 2 * batch.rewards))
-        _close("∂L/∂log π with rewards × 2 (A = R − mean R scales with R)", doubled, 2 * gradient)
+        ctx.close("∂L/∂log π with rewards × 2 (A = R − mean R scales with R)", doubled, 2 * gradient)
 
 
 def check_constant_rewards(ctx: Context, case: Case) -> None:
     from hypothesis import strategies as st
 
-    batch = _batch(case, ctx, max_drift=0.3)
+    # Groups up to 8 over up to 16 rows: a float32 mean of seven or more 0.7s is off by an ulp (GRPO's n = 8).
+    batch = _batch(case, ctx, max_drift=0.3, max_group=8, batch_size=(1, 16))
     value = case.draw(st.sampled_from([0.0, 1.0, 0.7, -2.5]), "reward of every trajectory")
-    loss, gradient = ctx.run(with_rewards(batch, torch.full_like(batch.rewards, value)))
-    _close("loss with constant rewards", loss, torch.zeros_like(loss), rtol=0, atol=1e-9)
-    _close("∂L/∂log π with constant rewards", gradient, torch.zeros_like(gradient), rtol=0, atol=1e-9)
+    constant = with_rewards(batch, torch.full_like(batch.rewards, value))
+    case.drawn["batch"] = constant
+    loss, gradient = ctx.run(constant)
+    formed = f" (advantages the loss forms: {_signed(ctx.own_advantages(constant))})"
+    ctx.close("loss with constant rewards" + formed, loss, torch.zeros_like(loss), rtol=0, atol=1e-9)
+    ctx.close("∂L/∂log π with constant rewards" + formed, gradient, torch.zeros_like(gradient), rtol=0, atol=1e-9)
 
 
 def check_single_rollout_groups(ctx: Context, case: Case) -> None:
+    if ctx.declared.singleton == "unit":  # documented fallback (verl): mean 0, std 1, so A = R / (1 + ε)
+        batch = on_policy(_batch(case, ctx, group_size=1))
+        _, gradient = ctx.run(batch)
+        ctx.close("∂L/∂log π with G = 1 vs the documented fallback A = R / (1 + ε)", gradient,
+                  ctx.reference_gradient(batch))
+        return
     batch = _batch(case, ctx, max_drift=0.3, group_size=1)
     loss, gradient = ctx.run(batch)
-    _close("loss with G = 1 (every group one trajectory)", loss, torch.zeros_like(loss), rtol=0, atol=1e-9)
-    _close("∂L/∂log π with G = 1", gradient, torch.zeros_like(gradient), rtol=0, atol=1e-9)
+    ctx.close("loss with G = 1 (every group one trajectory)", loss, torch.zeros_like(loss), rtol=0, atol=1e-9)
+    ctx.close("∂L/∂log π with G = 1", gradient, torch.zeros_like(gradient), rtol=0, atol=1e-9)
 
 
 def check_permutation(ctx: Context, case: Case) -> None:
@@ -300,17 +335,17 @@ def check_permutation(ctx: Context, case: Case) -> None:
         order = (blocks[:, None] * size + within[None, :]).flatten()
     loss, gradient = ctx.run(batch)
     loss_p, gradient_p = ctx.run(batch.select(order))
-    _close("loss of the permuted batch", loss_p, loss, rtol=1e-9)
-    _close("∂L/∂log π of the permuted batch", gradient_p, gradient[order], rtol=1e-9)
+    ctx.close("loss of the permuted batch", loss_p, loss, rtol=1e-9)
+    ctx.close("∂L/∂log π of the permuted batch", gradient_p, gradient[order], rtol=1e-9)
 
 
 def check_padding(ctx: Context, case: Case) -> None:
     batch = _batch(case, ctx, padding="junk", max_drift=0.3)
     loss, gradient = ctx.run(batch)
     loss_z, gradient_z = ctx.run(batch.with_padding(0.0))
-    _close("loss with NaN/±inf/1e30 in the padding slots", loss, loss_z, rtol=0, atol=0)
-    _close("∂L/∂log π with junk in the padding slots", gradient, gradient_z, rtol=0, atol=0)
-    _close("∂L/∂log π on padding slots", gradient[~batch.action_mask], torch.zeros(int((~batch.action_mask).sum()),
+    ctx.close("loss with NaN/±inf/1e30 in the padding slots", loss, loss_z, rtol=0, atol=0)
+    ctx.close("∂L/∂log π with junk in the padding slots", gradient, gradient_z, rtol=0, atol=0)
+    ctx.close("∂L/∂log π on padding slots", gradient[~batch.action_mask], torch.zeros(int((~batch.action_mask).sum()),
            dtype=gradient.dtype), rtol=0, atol=0)
 
 
@@ -328,10 +363,10 @@ def check_length_normalisation(ctx: Context, case: Case) -> None:
     after = ctx.declared.weights(repeated.action_mask).max(dim=1).values
     scale = after / before
     total = gradient_k[row].view(batch.width, k).sum(dim=1)
-    _close(f"∂L/∂log π of trajectory {row} summed over its {k} copies of each token", total,
+    ctx.close(f"∂L/∂log π of trajectory {row} summed over its {k} copies of each token", total,
            k * scale[row] * gradient[row])
     keep = torch.arange(batch.batch_size) != row
-    _close("the other trajectories' ∂L/∂log π", gradient_k[keep, : batch.width], scale[keep, None] * gradient[keep])
+    ctx.close("the other trajectories' ∂L/∂log π", gradient_k[keep, : batch.width], scale[keep, None] * gradient[keep])
 
 
 def check_batch_advantages(ctx: Context, case: Case) -> None:
@@ -339,13 +374,13 @@ def check_batch_advantages(ctx: Context, case: Case) -> None:
     want = ctx.advantages(batch)
     method = getattr(ctx.fn, "advantages", None)
     if callable(method):
-        _close("the loss's advantages over the full batch (its advantages(rewards, group_ids))",
+        ctx.close("the loss's advantages over the full batch (its advantages(rewards, group_ids))",
                method(batch.rewards, batch.group_ids).detach(), want, rtol=1e-7, atol=1e-9)
         return
     # μ = π: the ratio is 1, nothing is clipped or gated, so ∂L/∂ℓ_it = −A_i u_i and A_i = −Σ_t ∂L/∂ℓ_it / Σ_t u_i.
     _, gradient = ctx.run(batch)
     recovered = -gradient.sum(dim=1) / ctx.declared.weights(batch.action_mask).sum(dim=1)
-    _close("the advantages the loss applies (−Σ_t ∂L/∂log π_it / Σ_t u_i, on-policy)", recovered, want)
+    ctx.close("the advantages the loss applies (−Σ_t ∂L/∂log π_it / Σ_t u_i, on-policy)", recovered, want)
 
 
 def narrowed(part: LossBatch) -> tuple[LossBatch, Tensor]:
@@ -378,6 +413,8 @@ def check_shards(ctx: Context, case: Case) -> None:
     loss, gradient = ctx.run(batch)
     advantages = ctx.own_advantages(batch)
     total, assembled = torch.zeros((), dtype=torch.float64), torch.zeros_like(gradient)
+    if ctx.local_shards:  # documented local normalisation: Σ_k (1/K) · (shard k's loss over its own tokens)
+        loss, gradient = torch.zeros((), dtype=torch.float64), torch.zeros_like(gradient)
     for rows in torch.split(order, sizes):
         part, columns = batch.select(rows), torch.arange(batch.width)
         if narrow:
@@ -386,9 +423,15 @@ def check_shards(ctx: Context, case: Case) -> None:
         part_loss, part_gradient = ctx.run(part, shard=shard)
         total = total + part_loss
         assembled[rows[:, None], columns[None, :]] = part_gradient
-    _close("Σ shard losses vs the full batch's loss (the loss's own advantages handed to each shard)", total,
-           loss.to(torch.float64), rtol=1e-9)
-    _close("∂L/∂log π assembled from the shards", assembled, gradient, rtol=1e-9)
+        if ctx.local_shards:
+            alone = Shard(advantages[rows], part.batch_size, part.num_tokens, part.width, 1)
+            local_loss, local_gradient = ctx.run(part, shard=alone)
+            loss = loss + local_loss / len(sizes)
+            gradient[rows[:, None], columns[None, :]] = local_gradient / len(sizes)
+    reference = "Σ_k (1/K) · shard k's own token mean (documented)" if ctx.local_shards else "the full batch's loss"
+    ctx.close(f"Σ shard losses vs {reference} (the loss's own advantages handed to each shard)", total,
+              loss.to(torch.float64), rtol=1e-9)
+    ctx.close("∂L/∂log π assembled from the shards", assembled, gradient, rtol=1e-9)
 
 
 PRECISION_RTOL = 2e-2
@@ -405,8 +448,31 @@ def check_precision(ctx: Context, case: Case) -> None:
     low = batch.to(torch.bfloat16)
     _, gradient_low = ctx.run(low)
     _, exact = ctx.run(low.to(torch.float64))  # the same (rounded) inputs, computed in float64
-    _close("∂L/∂log π of bf16 inputs vs the same inputs in float64 (promote before exp)",
-           gradient_low.to(torch.float64), exact, rtol=PRECISION_RTOL, atol=1e-12)
+    ctx.close("∂L/∂log π of bf16 inputs vs the same inputs in float64 (promote before exp)",
+              gradient_low.to(torch.float64), exact, rtol=PRECISION_RTOL, atol=1e-12)
+
+
+def precision_frequency(ctx: Context, *, samples: int = 200, seed: int = 0) -> str:
+    """How often :func:`check_precision` fails: over ``samples`` seeded random batches (B ≤ 8, T ≤ 6, drift 0.3)
+    the fraction of batches whose bf16 gradient is off and the fraction of policy tokens that are off (each
+    judged by the check's tolerance)."""
+    generator = torch.Generator().manual_seed(seed)
+    grouped = LOSSES[ctx.algorithm].group_size > 1
+    failed = wrong = tokens = 0
+    for _ in range(samples):
+        group, groups, width = (int(torch.randint(low, high, (1,), generator=generator))
+                                for low, high in ((2, 5), (1, 3), (1, 7)))
+        size = group * groups if grouped else int(torch.randint(2, 9, (1,), generator=generator))
+        batch = random_loss_batch(generator, batch_size=size, width=width, drift=0.3,
+                                  group_size=group if grouped else 1, padding="zeros").to(torch.bfloat16)
+        _, gradient_low = ctx.run(batch)
+        _, exact = ctx.run(batch.to(torch.float64))
+        error = (gradient_low.to(torch.float64) - exact).abs()
+        tolerance = 1e-12 + PRECISION_RTOL * float(exact.abs().max())
+        off = (error > tolerance) & batch.action_mask
+        failed, wrong, tokens = failed + bool(off.any()), wrong + int(off.sum()), tokens + batch.num_tokens
+    return (f"how often: {failed} of {samples} random batches ({failed / samples:.1%}) and {wrong:,} of "
+            f"{tokens:,} policy tokens ({wrong / tokens:.2%}) are off by more than the tolerance")
 
 
 def check_no_gradient_to_behavior(ctx: Context, case: Case) -> None:
@@ -419,7 +485,7 @@ def check_no_gradient_to_behavior(ctx: Context, case: Case) -> None:
     gradients = torch.autograd.grad(loss, inputs, allow_unused=True) if loss.requires_grad else [None, None]
     for name, value in zip(("behaviour log-probs", "rewards"), gradients):
         if value is not None:
-            _close(f"∂L/∂({name})", value, torch.zeros_like(value), rtol=0, atol=0)
+            ctx.close(f"∂L/∂({name})", value, torch.zeros_like(value), rtol=0, atol=0)
 
 
 @dataclass(frozen=True)
@@ -434,6 +500,8 @@ class Invariant:
     needs_own_advantages: bool = False
     not_applicable: Callable[[Context], str | None] = lambda ctx: None
     """Why the invariant does not apply to what the loss declares (None: it applies)."""
+    frequency: Callable[[Context], str] | None = None
+    """After a failure: how often it happens over seeded random batches (one line)."""
 
 
 INVARIANTS: tuple[Invariant, ...] = (
@@ -461,7 +529,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("shards", "10", "dp × microbatch shards (any or equal sizes, narrowed widths) add up to the full "
               "batch, given the loss's own advantages", check_shards),
     Invariant("precision", "11", "bf16 gradient within 2e-2 (relative) of float64's; float64 stays float64",
-              check_precision),
+              check_precision, frequency=precision_frequency),
     Invariant("no_gradient_to_behavior", "12", "no gradient reaches behaviour log-probs or rewards",
               check_no_gradient_to_behavior),
 )

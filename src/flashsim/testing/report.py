@@ -8,9 +8,11 @@ import torch
 
 from flashsim.testing.strategies import LossBatch
 
-STATUSES = ("holds", "FAILS", "unsupported", "n/a")
+STATUSES = ("holds", "FAILS", "documented", "unsupported", "n/a")
 """``unsupported``: the invariant applies, but the loss's interface cannot express it (a loss without the
-sharding keywords cannot be split across ranks); kept apart from FAILS."""
+sharding keywords cannot be split across ranks); kept apart from FAILS. ``documented``: the loss breaks the
+invariant the way its framework documents (its ``documented`` attribute cites where), and the check holds
+against that documented behaviour."""
 
 
 @dataclass(frozen=True)

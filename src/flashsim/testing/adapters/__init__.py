@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import re
+import types
 from dataclasses import dataclass, field
 
 from torch import Tensor
@@ -66,6 +68,12 @@ class Adapter:
     options: dict = field(default_factory=dict)
     framework = ""
     distribution = ""
+    singleton_fallback = "zero"
+    """A group of one trajectory: ``"zero"`` (A = 0) or ``"unit"`` (mean 0, std 1: verl's documented fallback)."""
+    local_shards = False
+    """Each microbatch normalised over its own tokens, then divided by the accumulation steps (TRL's bnpo)."""
+    documented = types.MappingProxyType({})  # read only; a subclass's __post_init__ sets its own
+    """Invariant → where the framework documents the behaviour the row is then checked against."""
 
     def require_framework(self) -> None:
         """Raise :class:`FrameworkMissing` unless the framework is installed."""
@@ -99,6 +107,16 @@ class Adapter:
     def version(self) -> str | None:
         return installed_version(self.distribution)
 
+    @property
+    def key(self) -> str:
+        """The row's name on the command line: ``flashsim conformance --row KEY`` (e.g. ``verl:grpo-token-mean``)."""
+        return row_key(self.framework.lower(), self.variant)
+
+
+def row_key(framework: str, variant: str) -> str:
+    """``framework:variant`` with every run of characters other than letters, digits, ``_ . =`` turned into ``-``."""
+    return f"{framework}:{re.sub(r'[^A-Za-z0-9_.=]+', '-', variant).strip('-')}"
+
 
 def group_rows(group_ids: Tensor, size: int | None = None) -> int:
     """G, after checking that groups are contiguous blocks of G rows (what ``view(-1, G)`` assumes)."""
@@ -119,4 +137,5 @@ def variants(framework: str) -> list[Adapter]:
     return module.variants()
 
 
-__all__ = ["Adapter", "FRAMEWORKS", "FrameworkMissing", "group_rows", "installed_version", "require", "variants"]
+__all__ = ["Adapter", "FRAMEWORKS", "FrameworkMissing", "group_rows", "installed_version", "require", "row_key",
+           "variants"]

@@ -122,6 +122,11 @@ class TRLLoss(Adapter):
         self.loss_type = self.options.get("loss_type", "grpo")
         self.scale_rewards = self.options.get("scale_rewards", "group")
         self.off_policy_rule = OWN_OFF_POLICY.get(self.variant)
+        if self.loss_type == "bnpo":
+            self.local_shards = True
+            self.documented = {"shards": "TRL documents that bnpo normalises over the local batch only "
+                                         "(trl/trainer/grpo_config.py, loss_type), so results vary with the local "
+                                         "batch size; the row matches that local normalisation"}
         if self.loss_type == "vespo":
             self.own_rules = {"length_normalisation": "VESPO's φ(w) is a function of the sequence's summed log-ratio: "
                                                       "repeating a trajectory's tokens changes it by design"}

@@ -51,6 +51,10 @@ def actor_config(**fields):
 
 _CONFIGS: dict[tuple, object] = {}
 
+SINGLETON_FALLBACK = ("verl documents that a group of one trajectory falls back to mean 0, std 1 "
+                      "(verl/utils/groupwise.py: 'Singleton groups fallback to mean=0, std=1'), so with n = 1 "
+                      "A = R / (1 + ε), REINFORCE without a baseline; the row matches that fallback")
+
 _OFF_POLICY_RULES = {
     "bypass_mode": "verl's rollout correction gates on a k3 KL estimate (seq_mean_k3) and truncates token IS weights, "
                    "not FlashREINFORCE's Bernoulli-KL gate",
@@ -93,6 +97,9 @@ class VerlLoss(Adapter):
         self.norm_by_std = self.options.get("norm_adv_by_std_in_grpo", True)
         self.off_policy_rule = _OFF_POLICY_RULES.get(self.loss_mode)
         self.own_rules = _OWN_RULES.get(self.loss_mode, {})
+        if self.algorithm == "grpo":  # compute_grpo_outcome_advantage's documented singleton fallback
+            self.singleton_fallback = "unit"
+            self.documented = {"single_rollout_groups": SINGLETON_FALLBACK}
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         scores = rewards.to(torch.promote_types(rewards.dtype, torch.float32))

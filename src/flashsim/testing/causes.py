@@ -1,0 +1,345 @@
+"""Why a framework's row fails an invariant, and whether its users can reach the failure.
+
+Every :class:`Cause` names the framework's line that does it (located in the installed source by the code
+it quotes, so the line number is the installed version's), what it means for a user, and its class:
+
+- ``reachable``: the framework's own pipeline feeds inputs that trigger it; ``evidence`` is the pipeline line
+  that produces them (float32 rewards, micro-batches, ...);
+- ``outside``: it needs inputs the pipeline never feeds; ``evidence`` is the line that guarantees they never
+  occur (log-probs written as 0 in padding, cast to float32, an assertion on the group size);
+- ``documented``: the framework documents the behaviour; ``evidence`` is the documentation.
+
+``title`` names the flaw: rows that share one flaw share its title, and the page counts causes by title.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import re
+from dataclasses import dataclass
+
+SEVERITIES = {"reachable": "reachable", "outside": "outside the pipeline", "documented": "documented"}
+"""Class → how the page names it."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of an installed framework: its file (relative to site-packages) and the code it holds; ``within`` is
+    a line before it (its function's ``def``) where the same code appears more than once."""
+
+    file: str
+    code: str
+    note: str = ""
+    """What the line shows (for evidence: why the class is what it is)."""
+    within: str = ""
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A flaw of a framework's loss: the line that does it, what it means for a user, its class and evidence."""
+
+    title: str
+    line: Line
+    meaning: str
+    severity: str
+    evidence: Line
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {', '.join(SEVERITIES)}, got {self.severity!r}")
+
+
+def locate(line: Line) -> str:
+    """``file:line`` of ``line.code`` in the installed framework (``file`` alone where it is not found)."""
+    try:
+        spec = importlib.util.find_spec(line.file.split("/")[0])
+    except (ImportError, ValueError):
+        return line.file
+    if spec is None or not spec.submodule_search_locations:
+        return line.file
+    path = pathlib.Path(next(iter(spec.submodule_search_locations))).parent / line.file
+    try:
+        inside = not line.within
+        for number, text in enumerate(path.read_text().splitlines(), start=1):
+            inside = inside or line.within in text
+            if inside and line.code in text:
+                return f"{line.file}:{number}"
+    except OSError:
+        pass
+    return line.file
+
+
+# ---- evidence shared by several causes -------------------------------------------------------------------
+
+_TRL_PADDING = Line(
+    "trl/trainer/grpo_trainer.py", "labels = input_ids_batch.masked_fill(attention_mask_batch == 0, -100)",
+    "TRL's trainer labels padding -100, for which its fused LM head returns log-prob 0: the loss never sees NaN or "
+    "inf in padding (tests/testing/test_adapters.py checks it on a real GRPOTrainer)")
+_TRL_FLOAT32 = Line(
+    "trl/trainer/grpo_trainer.py", "all_logps.append(outputs.log_probs[:, -logits_to_keep:])",
+    "the trainer's log-probs come from its fused LM head, float32 whatever the model's dtype "
+    "(tests/testing/test_adapters.py checks it on a real GRPOTrainer): bf16 log-probs reach the loss only from a "
+    "subclass")
+_VERL_PADDING = Line(
+    "verl/workers/utils/padding.py",
+    "response_list.append(F.pad(values[seq_offset - resp_len - 1 : seq_offset - 1], (*skip_padding, 0, pad_size)))",
+    "verl's engine pads the unpadded log-probs back with zeros before the loss: NaN or inf never sits in padding")
+_VERL_BF16 = Line(
+    "verl/utils/torch_functional.py", "logp = F.log_softmax(logits, dim=-1)",
+    "without flash-attn's cross-entropy verl takes log_softmax at the logits' dtype, and its FSDP engine computes "
+    "in bf16 by default (param_dtype = torch.bfloat16, verl/workers/engine/fsdp/transformer_impl.py): the loss "
+    "gets bf16 log-probs")
+_VERL_MICRO = Line(
+    "verl/workers/engine/fsdp/transformer_impl.py", "loss.backward()",
+    "the engine calls backward once per micro-batch (ppo_micro_batch_size_per_gpu below the mini-batch) and the "
+    "gradients add up", within="def forward_backward_batch(")
+_VERL_NARROW = Line(
+    "verl/workers/utils/padding.py", "max_response_len = response_lens.max().item()",
+    "a micro-batch is padded to its own longest response, so micro-batches have different widths")
+_OPENRLHF_MASK = Line(
+    "openrlhf/models/actor.py", "action_log_probs = log_probs[:, -action_mask.shape[1] :] * action_mask.float()",
+    "OpenRLHF's actor multiplies its log-probs by the action mask: padding holds 0, never NaN or inf")
+_OPENRLHF_FLOAT32 = Line(
+    "openrlhf/models/actor.py", 'output["logits"] = output["logits"].to(torch.float32)',
+    "OpenRLHF's actor casts its logits to float32 before the log-probs (and vLLM returns float32 rollout "
+    "log-probs): the loss never gets bf16 log-probs")
+_OPENRLHF_REWARDS = Line(
+    "openrlhf/trainer/ppo_utils/experience_maker.py",
+    "experience.rewards = experience.rewards.to(torch.promote_types(experience.rewards.dtype, torch.float32))",
+    "the experience maker holds rewards in float32 before it normalises them per prompt group")
+_OPENRLHF_NORM = ("openrlhf/trainer/ppo_utils/experience_maker.py",
+                  "rewards = (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) + 1e-9)")
+
+_NAN_LOSS = "padding is masked by multiplying: a NaN or inf log-prob in a padding slot makes the loss NaN."
+_NAN_GRADIENT = (
+    "token-mean masks the loss with torch.where, but a padding slot's gradient is its (detached) ratio × A × 0, "
+    "and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is finite.")
+_TRL_NAN = "TRL masks padding by multiplying (0 · NaN = NaN)"
+_BF16_RATIO = (
+    "the ratio is exponentiated at the log-probs' dtype, and a failure is one token at the clip edge: in bf16, "
+    "for instance, exp(0.1875) = 1.203125, which is also bf16(1.2), so torch.min's tie lets the unclipped "
+    "gradient through where float64 (ratio 1.2062) clips it, from a ratio off by 0.3 %. How often that "
+    "happens is the last line of the result.")
+
+
+def _trl(pattern: str, code: str, meaning: str = _NAN_LOSS, invariant: str = "padding") -> dict:
+    return {("TRL", invariant, pattern): Cause(_TRL_NAN, Line("trl/trainer/grpo_trainer.py", code), meaning,
+                                               "outside", _TRL_PADDING)}
+
+
+CAUSES: dict[tuple[str, str, str], Cause] = {
+    # (framework, invariant, variant regex) -> cause
+    **_trl(r"^gspo$", "log_importance_weights = (log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)",
+           "the sequence log-ratio is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the "
+           "loss NaN."),
+    **_trl(r"^(grpo|sapo|grpo off_policy_mask)$",
+           "loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()"),
+    **_trl(r"^bnpo$", "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)"),
+    **_trl(r"^dr_grpo$",
+           "loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)"),
+    **_trl(r"^(dapo|cispo|vespo)$", "loss = (per_token_loss * mask).sum() / normalizer"),
+    **_trl(r"^luspo$", "loss = (per_token_loss * mask).sum(-1).mean()"),
+    ("TRL", "precision", r"^vespo$"): Cause(
+        "TRL exponentiates ratios at the log-probs' dtype", Line("trl/trainer/grpo_trainer.py",
+                                                                 "w_seq = torch.exp(log_w_seq)"),
+        "VESPO's sequence weight is exponentiated at the log-probs' dtype: with bf16 log-probs φ(w) is off by more "
+        "than bf16's own rounding.", "outside", _TRL_FLOAT32),
+    ("TRL", "precision", r"^(grpo|bnpo|dr_grpo|dapo|luspo|sapo|cispo|gspo|grpo off_policy_mask)$"): Cause(
+        "TRL exponentiates ratios at the log-probs' dtype",
+        Line("trl/trainer/grpo_trainer.py", "coef_1 = torch.exp(log_importance_weights)"), _BF16_RATIO, "outside",
+        _TRL_FLOAT32),
+    ("TRL", "shards", r"^bnpo$"): Cause(
+        "TRL bnpo normalises each microbatch over its own tokens",
+        Line("trl/trainer/grpo_trainer.py", "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)"),
+        "bnpo divides by the microbatch's own token count, then by the accumulation steps: with gradient "
+        "accumulation, tokens in short microbatches weigh more; TRL says so, and dapo is its global token mean.",
+        "documented", Line("trl/trainer/grpo_config.py", "batch. Note that normalization is performed over the "
+                           "local batch only", "TRL's documentation of loss_type='bnpo'")),
+    ("TRL", "constant_rewards", r""): Cause(
+        "TRL divides a constant group's float32 rounding noise by 0 + 1e-4",
+        Line("trl/trainer/grpo_trainer.py", "advantages = advantages / (std_rewards + 1e-4)"),
+        "in float32, TRL's reward dtype, the mean of seven or more rewards of 0.7 is one ulp off and the group's std "
+        "about as small, so every member gets the same advantage of about +0.0006 instead of 0 (ε = 1e-4 keeps it "
+        "a hundred times below verl's, 1e4 times below OpenRLHF's); in float64 it is 0. Centre exactly to remove it.",
+        "reachable", Line(
+            "trl/trainer/grpo_trainer.py",
+            "rewards_per_func[:, i] = torch.tensor(output_reward_func, dtype=torch.float32, device=device)",
+            "TRL's trainer holds the reward functions' outputs in float32")),
+    ("verl", "single_rollout_groups", r""): Cause(
+        "verl's GRPO estimator gives a group of one mean 0, std 1",
+        Line("verl/trainer/ppo/core_algos.py", "id2mean[idx] = torch.tensor(0.0)"),
+        "a group of one trajectory gets mean 0 and std 1, so GRPO with one rollout per prompt (n = 1) trains "
+        "REINFORCE without a baseline (A = R / (1 + ε)); the row does exactly that.", "documented",
+        Line("verl/utils/groupwise.py", "Singleton groups fallback to mean=0, std=1.",
+             "verl documents the singleton fallback")),
+    ("verl", "constant_rewards", r""): Cause(
+        "verl divides a constant group's float32 rounding noise by 0 + 1e-6",
+        Line("verl/trainer/ppo/core_algos.py",
+             "scores[i] = (scores[i] - id2mean[index[i]]) / (id2std[index[i]] + epsilon)"),
+        "a group of equal non-binary rewards divides the rounding error of its mean by a std that is 0 + ε (1e-6). "
+        "In float32, verl's reward dtype, the mean of seven or more rewards of 0.7 is one ulp (6e-8) off, so every "
+        "member of the group gets the same advantage of about +0.056 (all shift one way, a push towards whatever "
+        "the group did); in float64 the noise is 1e-10. Centre exactly (subtract the group's minimum first) or "
+        "skip groups whose rewards are all equal.", "reachable", Line(
+            "verl/workers/reward_manager/naive.py",
+            'reward_tensor = torch.zeros_like(data.batch["responses"], dtype=torch.float32)',
+            "verl's reward managers write float32 rewards")),
+    ("verl", "padding", r"^cispo"): Cause(
+        "verl's gradient goes NaN through padding (0 × NaN)",
+        Line("verl/trainer/ppo/core_algos.py", "pg_losses = -clipped_ratio_sg * advantages * log_prob"),
+        _NAN_GRADIENT, "outside", _VERL_PADDING),
+    ("verl", "padding", r"^dppo_tv"): Cause(
+        "verl's gradient goes NaN through padding (0 × NaN)",
+        Line("verl/trainer/ppo/core_algos.py", "pg_losses = -advantages * truncated_ratio * log_prob * valid_mask",
+             within="def compute_policy_loss_dppo_tv("), _NAN_GRADIENT, "outside", _VERL_PADDING),
+    ("verl", "padding", r"^dppo_kl"): Cause(
+        "verl's gradient goes NaN through padding (0 × NaN)",
+        Line("verl/trainer/ppo/core_algos.py", "pg_losses = -advantages * truncated_ratio * log_prob * valid_mask",
+             within="def compute_policy_loss_dppo_kl("), _NAN_GRADIENT, "outside", _VERL_PADDING),
+    ("verl", "padding", r"^gspo"): Cause(
+        "verl masks padding by multiplying (loss NaN)",
+        Line("verl/trainer/ppo/core_algos.py",
+             "negative_approx_kl_seq = torch.sum(negative_approx_kl * response_mask, dim=-1) / seq_lengths"),
+        "GSPO's sequence log-ratio is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the "
+        "loss NaN.", "outside", _VERL_PADDING),
+    ("verl", "padding", r"seq-mean-token-sum|loss_scale_factor"): Cause(
+        "verl masks padding by multiplying (loss NaN)",
+        Line("verl/trainer/ppo/core_algos.py", "seq_losses = torch.sum(loss_mat * loss_mask, dim=-1)  # token-sum"),
+        "the seq-mean modes mask by multiplying (token-mean uses masked_sum's torch.where), so a NaN or inf "
+        "log-prob in a padding slot makes the loss NaN.", "outside", _VERL_PADDING),
+    ("verl", "padding", r"seq-mean-token-mean|bypass_mode"): Cause(
+        "verl masks padding by multiplying (loss NaN)",
+        Line("verl/trainer/ppo/core_algos.py",
+             "seq_losses = torch.sum(loss_mat * loss_mask, dim=-1) / (seq_mask + 1e-8)"),
+        "the seq-mean modes mask by multiplying (token-mean uses masked_sum's torch.where), so a NaN or inf "
+        "log-prob in a padding slot makes the loss NaN.", "outside", _VERL_PADDING),
+    ("verl", "shards", r"seq-mean-token-sum-norm$"): Cause(
+        "verl seq-mean-token-sum-norm divides by the micro-batch's padded width",
+        Line("verl/trainer/ppo/core_algos.py", "horizon = loss_mask.shape[-1]"),
+        "without loss_scale_factor the normaliser is the micro-batch's padded width, so micro-batches padded to "
+        "their longest response weigh differently; set actor.loss_scale_factor to the response budget.",
+        "reachable", _VERL_NARROW),
+    ("verl", "padding", r"^geo_mean"): Cause(
+        "verl masks padding by multiplying (loss NaN)",
+        Line("verl/trainer/ppo/core_algos.py",
+             "ratio = torch.exp((negative_approx_kl_min * response_mask).sum(dim=-1) / (response_mask_sum + 1e-8))"),
+        "GMPO's geometric mean masks the log-ratios by multiplying, so a NaN or inf log-prob in a padding slot "
+        "makes the loss NaN.", "outside", _VERL_PADDING),
+    ("verl", "padding", r"^dro"): Cause(
+        "verl's gradient goes NaN through padding (0 × NaN)",
+        Line("verl/trainer/ppo/core_algos.py",
+             "pg_losses = -(log_prob * advantages - 0.5 * beta * log_ratio.square())"),
+        "token-mean masks the loss with torch.where, but the penalty's gradient in a padding slot is β · log-ratio "
+        "× 0, and 0 × NaN is NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is "
+        "finite.", "outside", _VERL_PADDING),
+    ("verl", "padding", r"^kl_cov"): Cause(
+        "verl's gradient goes NaN through padding (0 × NaN)",
+        Line("verl/trainer/ppo/core_algos.py", "pg_losses1 = -advantages * ratio",
+             within="def compute_policy_loss_kl_cov("),
+        "token-mean masks the loss with torch.where, but the gradient of the unclipped ratio in a padding slot is "
+        "A × ratio = 0 × NaN = NaN: a NaN or inf log-prob in padding gives NaN gradients although the loss is "
+        "finite.", "outside", _VERL_PADDING),
+    ("verl", "permutation", r"^kl_cov"): Cause(
+        "verl KL-Cov breaks covariance ties by position",
+        Line("verl/trainer/ppo/core_algos.py",
+             "large_cov_idxs = torch.topk(cov_lst_all, k_percent_nums, largest=True).indices"),
+        "when covariances tie (every advantage 0, say) topk picks the penalised token by its position, so the loss "
+        "depends on the order of the rows; with distinct covariances it does not. Small: one token's penalty moves.",
+        "reachable", Line("verl/trainer/ppo/core_algos.py",
+                          "scores[i] = (scores[i] - id2mean[index[i]]) / (id2std[index[i]] + epsilon)",
+                          "verl's estimator gives every member of a group of equal 0/1 rewards advantage 0 exactly, "
+                          "so a micro-batch of such groups has tied covariances")),
+    ("verl", "shards", r"^kl_cov"): Cause(
+        "verl KL-Cov counts its top-k tokens per micro-batch",
+        Line("verl/trainer/ppo/core_algos.py", "k_percent_nums = max(1, int(len(cov_lst_all) * kl_cov_ratio))"),
+        "the covariance and its top-k are taken over each micro-batch, at least one token each: with the default "
+        "kl_cov_ratio = 2e-4 and micro-batches under 5,000 tokens, one token per micro-batch is penalised, so how "
+        "many tokens get the KL penalty depends on ppo_micro_batch_size_per_gpu and the dp size, not on the ratio.",
+        "reachable", _VERL_MICRO),
+    ("verl", "shards", r"^geo_mean"): Cause(
+        "verl GMPO takes a plain mean per micro-batch (gradient × k micro-batches)",
+        Line("verl/trainer/ppo/core_algos.py", "pg_loss = torch.mean(pg_losses)",
+             within="def compute_policy_loss_geo_mean("),
+        "GMPO takes the mean over the micro-batch's own sequences and ignores global_batch_info, which the other "
+        "losses divide by because the engine sums micro-batch losses: with k micro-batches per mini-batch its "
+        "gradient is k times too large, and sequences in smaller micro-batches weigh more. Divide by "
+        "global_batch_size / dp_size instead of the micro-batch's size.", "reachable", _VERL_MICRO),
+    ("verl", "precision", r"^grpo|^dr_grpo"): Cause(
+        "verl exponentiates ratios at the log-probs' dtype",
+        Line("verl/trainer/ppo/core_algos.py", "ratio = torch.exp(negative_approx_kl)",
+             within="def compute_policy_loss_vanilla("),
+        "the PPO ratio is exponentiated at the log-probs' dtype: with bf16 log-probs a token near 1 ± ε is clipped "
+        "or not by rounding; promote the log-probs to float32 before the loss.", "reachable", _VERL_BF16),
+    ("verl", "precision", r"bypass_mode"): Cause(
+        "verl's rollout correction is computed at the log-probs' dtype",
+        Line("verl/trainer/ppo/rollout_corr_helper.py", "log_ratio: torch.Tensor = old_log_prob - rollout_log_prob"),
+        "the rollout-correction statistics are computed at the log-probs' dtype: in bf16 sequences near the "
+        "rejection threshold are kept or rejected by rounding; promote the log-probs to float32.", "reachable",
+        _VERL_BF16),
+    ("OpenRLHF", "padding", r"gspo"): Cause(
+        "OpenRLHF masks padding by multiplying (loss NaN)",
+        Line("openrlhf/models/loss.py",
+             "ratio = (log_ratio * action_mask).sum(dim=-1) / action_mask.sum(dim=-1).clamp(min=1)"),
+        "GSPO's sequence log-ratio is masked by multiplying, so a NaN or inf log-prob in a padding slot makes the "
+        "loss NaN.", "outside", _OPENRLHF_MASK),
+    ("OpenRLHF", "padding", r"per-sample|^flash_reinforce"): Cause(
+        "OpenRLHF masks padding by multiplying (loss NaN)",
+        Line("openrlhf/models/loss.py", "seq_loss = (loss * loss_mask).sum(dim=-1) / (token_counts + 1e-8)"),
+        _NAN_LOSS, "outside", _OPENRLHF_MASK),
+    ("OpenRLHF", "padding", r"token_level_loss"): Cause(
+        "OpenRLHF masks padding by multiplying (loss NaN)",
+        Line("openrlhf/models/utils.py", "return (tensor * mask).sum(dim=dim) / mask.sum(dim=dim)"),
+        _NAN_LOSS, "outside", _OPENRLHF_MASK),
+    ("OpenRLHF", "precision", r"^group_norm|^dr_grpo"): Cause(
+        "OpenRLHF exponentiates ratios at the log-probs' dtype",
+        Line("openrlhf/models/loss.py", "ratio = policy_log_ratio.exp()"), _BF16_RATIO, "outside", _OPENRLHF_FLOAT32),
+    ("OpenRLHF", "precision", r"^flash_reinforce seq tv"): Cause(
+        "OpenRLHF's sequence gate is computed at the log-probs' dtype",
+        Line("openrlhf/models/loss.py", "p = rollout_log_probs.exp().clamp(1e-6, 1 - 1e-6)"),
+        "the gate's total variation |μ − π_old| and the IS ratio are computed at the input dtype: in bf16 "
+        "trajectories near the threshold are admitted or rejected by rounding.", "outside", _OPENRLHF_FLOAT32),
+    ("OpenRLHF", "precision", r"^flash_reinforce"): Cause(
+        "OpenRLHF's sequence gate is computed at the log-probs' dtype",
+        Line("openrlhf/models/loss.py", "p = rollout_log_probs.exp().clamp(1e-6, 1 - 1e-6)"),
+        "in bf16 the clamp's upper bound 1 − 1e-6 rounds to 1.0, so a token with p ≳ 0.998 (which bf16 stores as "
+        "1.0), or a zero-padded slot (log-prob 0, p = q = 1), gives (1 − p)/(1 − q) = 0/0 = NaN in the Bernoulli "
+        "KL; the sequence mean masks by multiplying, 0 × NaN = NaN, and a NaN statistic fails the gate's "
+        "comparison, so the whole trajectory is rejected whatever its drift (here on-policy, KL = 0). In float32 "
+        "nothing is filtered; in bf16 with zero padding every trajectory with a padding slot is.", "outside",
+        _OPENRLHF_FLOAT32),
+    ("OpenRLHF", "single_rollout_groups", r"^group_norm"): Cause(
+        "OpenRLHF group_norm with one sample per prompt: std of one reward is NaN",
+        Line(*_OPENRLHF_NORM),
+        "with n_samples_per_prompt = 1 the unbiased std of one reward is NaN, so every advantage is NaN; "
+        "OpenRLHF's launcher refuses n = 1 for group_norm (use flash_reinforce's batch baseline for n = 1).",
+        "outside", Line("openrlhf/cli/train_ppo_ray.py", "args.rollout.n_samples_per_prompt > 1",
+                        "the launcher asserts n_samples_per_prompt > 1 for group_norm, dr_grpo, rloo")),
+    ("OpenRLHF", "constant_rewards", r"^group_norm"): Cause(
+        "OpenRLHF's ε = 1e-9 turns a constant group's rounding noise into advantages",
+        Line(*_OPENRLHF_NORM),
+        "with ε = 1e-9 a group of equal non-binary rewards divides the rounding error of its mean by a std that "
+        "is 0: every member gets the same advantage, that error × 1e9 (1e-7 in float64). In float32, OpenRLHF's "
+        "reward dtype, seven or more rewards of 0.7 in a batch of several prompts get +59.6 each (one ulp / 1e-9; "
+        "docs/upstream/openrlhf_group_norm_epsilon.py); a single prompt's row gets about +0.9. Use ε ≥ 1e-6 and "
+        "centre exactly.", "reachable", _OPENRLHF_REWARDS),
+}
+
+
+# The same flaws, seen by another invariant: a constant group's advantages (verl, float32) are what
+# batch_advantages compares; OpenRLHF's ε = 1e-9 also amplifies the rounding of a shifted reward, and its
+# float32 constant groups show in batch_advantages too.
+CAUSES[("verl", "batch_advantages", r"")] = CAUSES[("verl", "constant_rewards", r"")]
+for _invariant in ("advantage_baseline", "batch_advantages"):
+    CAUSES[("OpenRLHF", _invariant, r"^group_norm")] = CAUSES[("OpenRLHF", "constant_rewards", r"^group_norm")]
+
+
+def cause_of(framework: str, invariant: str, variant: str) -> Cause | None:
+    """The recorded cause of ``framework``'s row ``variant`` failing ``invariant`` (None: not recorded)."""
+    for (name, check, pattern), cause in CAUSES.items():
+        if name == framework and check == invariant and re.search(pattern, variant):
+            return cause
+    return None
+
+
+__all__ = ["CAUSES", "SEVERITIES", "Cause", "Line", "cause_of", "locate"]
