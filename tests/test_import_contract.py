@@ -33,6 +33,9 @@ FORBIDDEN = {
     "src/flashsim/variance": ("flashsim.cli", "scale"),
     "src/flashsim/experiments": ("flashsim.cli", "scale"),
     "src/flashsim": ("scale",),
+    # The framework integrations build on the loss core alone (the conformance adapters import them, not back).
+    "src/flashsim/integrations": ("flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
+                                  "flashsim.experiments", "flashsim.cli", "flashsim.testing", "toy_envs", "scale"),
     # scale/run/claims.py reuses the claims machinery (flashsim.experiments: designs, cell runner, summaries);
     # tests/scale/test_scale_contract.py checks that scale imports only names flashsim.experiments exports.
     "scale": ("flashsim.sim", "flashsim.variance", "flashsim.cli", "flashsim.exact", "flashsim.policies", "toy_envs"),

@@ -108,15 +108,18 @@ def all_reduce_sum(value: float, *, data_parallel: bool, device: torch.device | 
     return float(tensor)
 
 
-def init_from_environment(device: str, *, timeout_s: float) -> bool:
+def init_from_environment(device: str, *, timeout_s: float, single_rank: bool = False) -> bool:
     """Join the process group described by ``torchrun``'s environment (``WORLD_SIZE`` > 1); True if joined.
 
     gloo on CPU, NCCL on CUDA, where each rank takes the GPU of its ``LOCAL_RANK`` (``device: cuda`` then
-    means that GPU). Without ``WORLD_SIZE`` (or with 1) nothing happens: one learner. A collective that
-    waits more than ``timeout_s`` seconds for another rank (dead, or stuck) raises instead of hanging.
+    means that GPU). Without ``WORLD_SIZE`` (or with 1) nothing happens: one learner — unless ``single_rank``
+    (``learner.parallel: fsdp`` under ``torchrun --nproc-per-node 1``): then a group of one rank, so that the
+    FSDP2 learner runs on one GPU as on many. A collective that waits more than ``timeout_s`` seconds for another
+    rank (dead, or stuck) raises instead of hanging.
     """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
-        return dist.is_initialized() and world_size() > 1
+    world = int(os.environ.get("WORLD_SIZE", "0"))
+    if world < 1 or (world == 1 and not single_rank) or dist.is_initialized():
+        return dist.is_initialized() and (world_size() > 1 or single_rank)
     check_real("timeout_s", timeout_s, low=0.0, low_inclusive=False)
     if device.startswith("cuda"):
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

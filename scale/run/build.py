@@ -67,7 +67,8 @@ def build(config: Config) -> Parts:
     """The parts of the run ``config`` describes (on each rank of a ``torchrun`` job: its own copy)."""
     if config.loop.threads is not None:
         torch.set_num_threads(config.loop.threads)
-    data_parallel = init_from_environment(config.model.device, timeout_s=config.train.process_group_timeout_s)
+    data_parallel = init_from_environment(config.model.device, timeout_s=config.train.process_group_timeout_s,
+                                          single_rank=config.learner.parallel == "fsdp")
     # The user's files first (prompts, reward, model: cheapest first), so that whatever of them is wrong stops
     # the run with one error before anything is written.
     train_examples, test_examples = build_data(config)

@@ -25,11 +25,13 @@ def _imported_modules(path):
             yield node.module
 
 
-PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.experiments")
+PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.experiments",
+          "flashsim.integrations.trl")
 """flashsim's public modules for scale: the losses, and the one config mechanism, output path (curves.png
 included) and checks; and the claims machinery (designs and their registry, the resumable cell runner, summaries, the
 verdict rule with its level and Holm's adjustment, the results page), which the transformer claims
-(``scale/run/claims.py``, ``scale/run/collapse.py``) reuse through what ``flashsim.experiments`` exports."""
+(``scale/run/claims.py``, ``scale/run/collapse.py``) reuse through what ``flashsim.experiments`` exports; and the TRL
+integration, which the smoke test ``scale/examples/gpu_smoke.py`` runs."""
 
 
 def test_scale_imports_flashsim_only_through_its_public_modules():

@@ -162,6 +162,34 @@ class TRLLoss(Adapter):
         return trainer_module.GRPOTrainer._compute_loss(stand_in, None, inputs)
 
 
+@dataclass
+class IntegrationLoss(Adapter):
+    """:class:`flashsim.integrations.trl.FlashReinforceTrainer`: its own ``_compute_loss`` on the stand-in (the
+    harness's behaviour log-probs as vLLM's sampling log-probs) and its own ``generation_batch_advantages``."""
+
+    framework = "TRL"
+    distribution = "trl"
+
+    def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
+        integration = require("flashsim.integrations.trl", "trl")
+        return integration.generation_batch_advantages(rewards[:, None], torch.ones(1))
+
+    def _loss(self, log_probs, behavior_log_probs, advantages, action_mask, *, num_sequences, num_tokens,
+              max_tokens, num_shards) -> Tensor:
+        integration = require("flashsim.integrations.trl", "trl")
+        if "config" not in _ARGS:
+            _ARGS["config"] = integration.FlashReinforceConfig(output_dir=tempfile.gettempdir(), use_cpu=True,
+                                                               bf16=False, report_to="none")
+        batch, width = action_mask.shape
+        inputs = {"prompt_ids": torch.zeros(batch, 0, dtype=torch.long),
+                  "prompt_mask": torch.zeros(batch, 0, dtype=torch.long),
+                  "completion_ids": torch.zeros(batch, width, dtype=torch.long),
+                  "completion_mask": action_mask.to(torch.int32), "advantages": advantages,
+                  "sampling_per_token_logps": behavior_log_probs.detach()}
+        stand_in = _Trainer(_ARGS["config"], log_probs, num_shards)
+        return integration.FlashReinforceTrainer._compute_loss(stand_in, None, inputs)
+
+
 def _row(loss_type: str, aggregation: str, variant: str | None = None, **extra) -> TRLLoss:
     scale = extra.pop("scale_rewards", "group")
     estimator = "group_mean" if scale == "none" else "group_mean_std"
@@ -185,17 +213,20 @@ def variants() -> list[TRLLoss]:
         _row("vespo", "token_mean"),
         _row("grpo", "trl:grpo", variant="gspo", importance_sampling_level="sequence"),
         _row("grpo", "trl:grpo", variant="grpo off_policy_mask", off_policy_mask_threshold=OPSM_THRESHOLD),
+        IntegrationLoss("FlashReinforceTrainer (flashsim.integrations.trl)", "flash_reinforce", "sample_mean",
+                        "batch_mean", equal_shards=True),
     ]
 
 
 def policy_loss(loss_type: str = "grpo", **options) -> TRLLoss:
     """The TRL row for ``loss_type`` (``flashsim check-loss flashsim.testing.adapters.trl:policy_loss
     --option loss_type=bnpo``); other ``options`` go to ``GRPOConfig``."""
-    for row in variants():
+    rows = [row for row in variants() if isinstance(row, TRLLoss)]
+    for row in rows:
         if row.loss_type == loss_type:
             row.options.update(options)
             return row
-    raise ValueError(f"loss_type {loss_type!r} is not one of {', '.join(r.loss_type for r in variants())}")
+    raise ValueError(f"loss_type {loss_type!r} is not one of {', '.join(r.loss_type for r in rows)}")
 
 
-__all__ = ["TRLLoss", "policy_loss", "variants"]
+__all__ = ["IntegrationLoss", "TRLLoss", "policy_loss", "variants"]

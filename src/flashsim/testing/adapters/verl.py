@@ -103,6 +103,11 @@ class VerlLoss(Adapter):
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         scores = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
+        if self.loss_mode == INTEGRATION:  # flashsim's estimator, taken from verl's registry as its trainer does
+            core_algos = _integration()
+            advantages, _ = core_algos.get_adv_estimator_fn(INTEGRATION)(
+                token_level_rewards=scores[:, None], response_mask=torch.ones_like(scores[:, None]), config=None)
+            return advantages[:, 0]
         if self.algorithm == "flash_reinforce":  # verl has no batch-mean estimator: the adapter forms it
             return scores - scores.mean()
         core_algos = require("verl.trainer.ppo.core_algos", "verl")
@@ -113,9 +118,9 @@ class VerlLoss(Adapter):
 
     def _loss(self, log_probs, behavior_log_probs, advantages, action_mask, *, num_sequences, num_tokens,
               max_tokens, num_shards) -> Tensor:
-        core_algos = require("verl.trainer.ppo.core_algos", "verl")
+        core_algos = _integration() if self.loss_mode == INTEGRATION else require("verl.trainer.ppo.core_algos", "verl")
         fields = {key: self.options[key] for key in ("loss_scale_factor",) if key in self.options}
-        if self.loss_mode != "vanilla":
+        if self.loss_mode not in ("vanilla", INTEGRATION):
             fields["policy_loss"] = {"loss_mode": self.loss_mode, **self.options.get("policy_loss", {})}
         config = actor_config(**fields)
         config.global_batch_info.clear()
@@ -128,6 +133,16 @@ class VerlLoss(Adapter):
             old_log_prob=behavior_log_probs.detach(), log_prob=log_probs, advantages=token_advantages,
             response_mask=action_mask, loss_agg_mode=self.loss_agg_mode, config=config)
         return loss
+
+
+INTEGRATION = "flash_reinforce"
+"""The loss mode and estimator :mod:`flashsim.integrations.verl` registers in verl's registries."""
+
+
+def _integration():
+    """verl's ``core_algos`` with :mod:`flashsim.integrations.verl`'s entries registered."""
+    require("flashsim.integrations.verl", "verl")
+    return require("verl.trainer.ppo.core_algos", "verl")
 
 
 def _row(name: str, algorithm: str, estimator: str, aggregation: str, **options) -> VerlLoss:
@@ -150,6 +165,8 @@ def variants() -> list[VerlLoss]:
                      policy_loss={"rollout_correction": {"loss_type": "reinforce", "rollout_is": "token",
                                                          "rollout_rs": "seq_mean_k3", "rollout_rs_threshold": 3e-3,
                                                          "bypass_mode": True}}))
+    rows.append(_row(f"{INTEGRATION} (flashsim.integrations.verl)", "flash_reinforce", "batch_mean", "sample_mean",
+                     loss_agg_mode="seq-mean-token-mean", loss_mode=INTEGRATION))
     # verl's fifth loss_agg_mode, and the other registered GRPO-family policy losses with the aggregation their
     # docstrings recommend (those still without a row: NOT_IN_TABLE).
     rows.append(_row("grpo token-sum", "grpo", "group_mean_std", "token_sum", loss_agg_mode="token-sum"))

@@ -1,0 +1,44 @@
+"""One rank of ``torchrun --nproc-per-node 2``: a FlashReinforceTrainer generates and scores its local generation
+batch; the rank writes its local advantages and the rewards the trainer gathered (test_trl_two_processes.py)."""
+
+import json
+import sys
+
+import torch
+
+
+def main(out: str) -> None:
+    import datasets
+    import transformers
+
+    from flashsim.integrations.trl import FlashReinforceConfig, FlashReinforceTrainer
+    from tests.scale.bpe_tokenizer import bpe_tokenizer
+
+    corpus = ["the cat sat", "a dog ran", "one two three", "red green", "up down", "left right", "in out", "yes no"]
+    tokenizer = bpe_tokenizer(corpus * 4, vocab_size=80)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                      max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+                                      eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
+    model = transformers.LlamaForCausalLM(config)
+    dataset = datasets.Dataset.from_list([{"prompt": text, "score": float(i)} for i, text in enumerate(corpus)])
+
+    def reward(completions, score, **_):  # the prompt's index: rank 0 scores 0-3, rank 1 scores 4-7
+        return list(score)
+
+    args = FlashReinforceConfig(output_dir=out, use_cpu=True, report_to="none", save_strategy="no",
+                                per_device_train_batch_size=2, gradient_accumulation_steps=2,
+                                max_completion_length=3, seed=0)
+    trainer = FlashReinforceTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+                                    processing_class=tokenizer)
+    rank = trainer.accelerator.process_index
+    output = trainer._generate_and_score_completions([dataset[i] for i in range(4 * rank, 4 * rank + 4)])
+    result = {"rank": rank, "processes": trainer.accelerator.num_processes,
+              "advantages": output["advantages"].tolist(), "rewards": trainer._batch_rewards[:, 0].tolist()}
+    with open(f"{out}/rank{rank}.json", "w") as file:
+        json.dump(result, file)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
