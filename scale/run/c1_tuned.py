@@ -13,14 +13,14 @@ accuracy on 500 prompts every 10 updates). Here each arm gets its own grid and t
   Higher is better; the rule ranks the negated auc. A run that **collapses** (``collapse``: held-out accuracy at
   least 0.05 below its running peak at each of the last two evaluations) counts as censored, so a rate where
   ≥ 20 % of pilot runs collapse is ineligible.
-- **Grid**: 3e-4 × 2^k, starting k ∈ {−1, 0, 1}, on pilot seeds :data:`PILOT_SEEDS` (fresh: the transformer's
-  earlier pilots used 0–2 and 200–202, its verdicts 10–19, 100–129, 300–309); extended by
+- **Grid**: 3e-4 × 2^k, starting k ∈ {−1, 0, 1}, on pilot seeds :data:`TRANSFORMER_TUNING_PILOT_SEEDS` (fresh: the
+  transformer's earlier pilots used 0–2 and 200–202, its verdicts 10–19, 100–129, 300–309); extended by
   :func:`~flashsim.experiments.c1_tuned.next_exponents` until interior (at most 6 rates per side).
 - **Verdict**: :data:`VERDICT_SEEDS` (10 fresh seeds) at each arm's chosen rate, paired by seed (every arm of a
   seed starts from the same warm-up); ``auc`` FlashREINFORCE > GRPO with the project's rule (smallest effect
   0.01). The article's 2× is a factor in rollouts, not in area, so no size verdict is read here.
-- **Budget**: the committed run started no cell after :data:`STOP_STARTING_UTC` (``--stop-starting``; by default
-  the driver has no stop time); what is unfinished is reported as not done.
+- **Budget**: the committed run started no cell after :data:`TRANSFORMER_TUNING_STOP_STARTING_UTC`
+  (``--stop-starting``; by default the driver has no stop time); what is unfinished is reported as not done.
 """
 
 from __future__ import annotations
@@ -40,27 +40,27 @@ from flashsim.io import atomic_write_text, jsonable
 from scale.run.cells import run_transformer_cell
 from scale.run.claims import _FLASH, _GRPO, base_config
 
-ARMS = {"flash": _FLASH, "grpo": _GRPO}
+TRANSFORMER_TUNING_ARMS = {"flash": _FLASH, "grpo": _GRPO}
 """FlashREINFORCE 64 × 1 and GRPO G = 4 (16 prompts × 4) token-mean, as the transformer page's C1."""
 CENTRE = 3e-4
 """The preset's learning rate (``scale/configs/tiny_cpu.yaml``)."""
-START_EXPONENTS = (-1, 0, 1)
-PILOT_SEEDS = (400, 401)
+TRANSFORMER_TUNING_START_EXPONENTS = (-1, 0, 1)
+TRANSFORMER_TUNING_PILOT_SEEDS = (400, 401)
 VERDICT_SEEDS = tuple(range(410, 420))
-STOP_STARTING_UTC = "01:00"
+TRANSFORMER_TUNING_STOP_STARTING_UTC = "01:00"
 
 
-def rate(exponent: int) -> float:
+def transformer_rate(exponent: int) -> float:
     return CENTRE * rule.FACTOR ** int(exponent)
 
 
-def cell_config(arm: str, exponent: int, seed: int, warmups: Path):
+def transformer_cell_config(arm: str, exponent: int, seed: int, warmups: Path):
     """The resolved ``scale`` config of one cell (the claims' full-budget task)."""
-    return with_overrides(base_config("full", warmups), ARMS[arm],
-                          {"train.learning_rate": rate(exponent), "seed": seed})
+    return with_overrides(base_config("full", warmups), TRANSFORMER_TUNING_ARMS[arm],
+                          {"train.learning_rate": transformer_rate(exponent), "seed": seed})
 
 
-def cell_path(out: Path, arm: str, exponent: int, seed: int) -> Path:
+def transformer_cell_path(out: Path, arm: str, exponent: int, seed: int) -> Path:
     return Path(out) / "cells" / arm / f"k{exponent}_s{seed}.json"
 
 
@@ -70,90 +70,84 @@ def ranked_value(record: dict) -> float:
     return math.nan if metrics["collapse"] else -float(metrics["auc"])
 
 
-def _past(now: dt.datetime, stop: str | None) -> bool:
-    if stop is None:
-        return False
-    hour, minute = (int(x) for x in stop.split(":"))
-    day = now.date() if now.hour < 12 else now.date() + dt.timedelta(days=1)
-    return now >= dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=dt.timezone.utc)
-
-
-def run_cells(out: Path, arm: str, exponent: int, seeds: Sequence[int], pilot: bool = False,
+def run_transformer_cells(out: Path, arm: str, exponent: int, seeds: Sequence[int], pilot: bool = False,
               stop: str | None = None) -> bool:
     """Run the missing cells of one rate (atomic files); False when the stop time came first."""
     for seed in seeds:
-        path = cell_path(out, arm, exponent, seed)
+        path = transformer_cell_path(out, arm, exponent, seed)
         if path.exists():
             continue
-        done = [ranked_value(json.loads(cell_path(out, arm, exponent, s).read_text())) for s in seeds
-                if cell_path(out, arm, exponent, s).exists()]
+        done = [ranked_value(json.loads(transformer_cell_path(out, arm, exponent, s).read_text())) for s in seeds
+                if transformer_cell_path(out, arm, exponent, s).exists()]
         if pilot and rule.settled_ineligible(done, len(seeds)):
             return True
-        if _past(dt.datetime.now(dt.timezone.utc), stop):
+        if rule.past_stop_time(stop, dt.datetime.now(dt.timezone.utc)):
             return False
-        result = run_transformer_cell(cell_config(arm, exponent, seed, Path(out) / "warmups"))
-        record = {"arm": arm, "exponent": exponent, "rate": rate(exponent), "seed": seed, **result}
+        result = run_transformer_cell(transformer_cell_config(arm, exponent, seed, Path(out) / "warmups"))
+        record = {"arm": arm, "exponent": exponent, "rate": transformer_rate(exponent), "seed": seed, **result}
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(record, sort_keys=True) + "\n")
-        print(f"{arm} lr {rate(exponent):g} seed {seed}: auc {record['metrics']['auc']:.4f} "
+        print(f"{arm} lr {transformer_rate(exponent):g} seed {seed}: auc {record['metrics']['auc']:.4f} "
               f"collapse {record['metrics']['collapse']}", flush=True)
     return True
 
 
-def pilot_grid(out: Path, arm: str) -> dict[int, list[float]]:
+def transformer_pilot_grid(out: Path, arm: str) -> dict[int, list[float]]:
     """Exponent → ranked values of the pilot seeds (complete rates, or rates already ineligible)."""
     folder = Path(out) / "cells" / arm
     exponents = {int(p.name[1:].split("_s")[0]) for p in folder.glob("k*_s*.json")} if folder.exists() else set()
     grid = {}
     for k in sorted(exponents):
-        paths = [cell_path(out, arm, k, s) for s in PILOT_SEEDS if cell_path(out, arm, k, s).exists()]
+        paths = [transformer_cell_path(out, arm, k, s) for s in TRANSFORMER_TUNING_PILOT_SEEDS
+                 if transformer_cell_path(out, arm, k, s).exists()]
         values = [ranked_value(json.loads(p.read_text())) for p in paths]
-        if len(values) == len(PILOT_SEEDS) or rule.settled_ineligible(values, len(PILOT_SEEDS)):
+        seeds = len(TRANSFORMER_TUNING_PILOT_SEEDS)
+        if len(values) == seeds or rule.settled_ineligible(values, seeds):
             grid[k] = values
     return grid
 
 
 def tune(out: Path, arm: str, stop: str | None = None) -> tuple[str, int | None]:
     """The committed rule on this arm's pilot; ``("stopped", None)`` if the stop time came first."""
-    for k in START_EXPONENTS:
-        if not run_cells(out, arm, k, PILOT_SEEDS, pilot=True, stop=stop):
+    for k in TRANSFORMER_TUNING_START_EXPONENTS:
+        if not run_transformer_cells(out, arm, k, TRANSFORMER_TUNING_PILOT_SEEDS, pilot=True, stop=stop):
             return "stopped", None
     while True:
-        grid = pilot_grid(out, arm)
+        grid = transformer_pilot_grid(out, arm)
         status, new = rule.next_exponents(grid)
         if status != "extend":
             return status, rule.best_rate(grid)
         for k in new:
-            if not run_cells(out, arm, k, PILOT_SEEDS, pilot=True, stop=stop):
+            if not run_transformer_cells(out, arm, k, TRANSFORMER_TUNING_PILOT_SEEDS, pilot=True, stop=stop):
                 return "stopped", None
 
 
-def run(out: Path, stop: str | None = None) -> dict[str, object]:
+def run_transformer_tuning(out: Path, stop: str | None = None) -> dict[str, object]:
     """Tune both arms, then run the verdict seeds at the chosen rates (resumes from the cells on disk)."""
-    tuned = {arm: tune(out, arm, stop) for arm in ARMS}
+    tuned = {arm: tune(out, arm, stop) for arm in TRANSFORMER_TUNING_ARMS}
     if all(status == "interior" for status, _ in tuned.values()):
         for arm, (_, k) in tuned.items():
-            run_cells(out, arm, k, VERDICT_SEEDS, stop=stop)
+            run_transformer_cells(out, arm, k, VERDICT_SEEDS, stop=stop)
     print(tuned, flush=True)
     return tuned
 
 
-def summarize(out: Path) -> dict[str, object]:
+def summarize_transformer_tuning(out: Path) -> dict[str, object]:
     """The rule re-applied to the pilot cells, each arm at its chosen rate on the verdict seeds, and the verdict."""
     tuned, arms = {}, {}
-    for arm in ARMS:
-        grid = pilot_grid(out, arm)
+    for arm in TRANSFORMER_TUNING_ARMS:
+        grid = transformer_pilot_grid(out, arm)
         status, _ = rule.next_exponents(grid)
         best = rule.best_rate(grid)
         tuned[arm] = {"status": "pilot unfinished" if status == "extend" else status,
-                      "best_rate": None if best is None else rate(best), "best_exponent": best,
-                      "grid": [{"rate": rate(k), "runs": len(v), "collapsed": rule.censored(v),
+                      "best_rate": None if best is None else transformer_rate(best), "best_exponent": best,
+                      "grid": [{"rate": transformer_rate(k), "runs": len(v), "collapsed": rule.censored(v),
                                 "eligible": rule.eligible(v),
                                 "mean_auc": -float(np.mean([x for x in v if math.isfinite(x)]))
                                 if rule.censored(v) < len(v) else math.nan} for k, v in sorted(grid.items())]}
         if best is not None and tuned[arm]["status"] == "interior":
-            arms[arm] = {s: json.loads(cell_path(out, arm, best, s).read_text())["metrics"]["auc"]
-                         for s in VERDICT_SEEDS if cell_path(out, arm, best, s).exists()}
+            arms[arm] = {s: json.loads(transformer_cell_path(out, arm, best, s).read_text())["metrics"]["auc"]
+                         for s in VERDICT_SEEDS if transformer_cell_path(out, arm, best, s).exists()}
     comparison, seeds = None, []
     if len(arms) == 2:
         seeds = sorted(set(arms["flash"]) & set(arms["grpo"]))
@@ -175,16 +169,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="folder of the cells and warm-ups (resumed)")
     parser.add_argument("--summary", type=Path, default=None,
                         help="only write the summary of the cells on disk to this JSON file (no runs)")
-    parser.add_argument("--stop-starting", default=None, metavar="HH:MM",
-                        help=f"UTC time after which no new cell starts (the committed run: {STOP_STARTING_UTC}); "
-                             "default: no limit")
-    args = parser.parse_args(argv)
-    if args.stop_starting is not None and not rule.is_clock_time(args.stop_starting):
-        parser.error(f"--stop-starting: expected HH:MM (UTC), got {args.stop_starting!r}")
+    args = rule.parse_with_stop_starting(parser, argv, TRANSFORMER_TUNING_STOP_STARTING_UTC, "cell")
     if args.summary is not None:
-        atomic_write_text(args.summary, json.dumps(summarize(args.out), indent=1, sort_keys=True) + "\n")
+        summary = summarize_transformer_tuning(args.out)
+        atomic_write_text(args.summary, json.dumps(summary, indent=1, sort_keys=True) + "\n")
         return
-    run(args.out, args.stop_starting)
+    run_transformer_tuning(args.out, args.stop_starting)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ after SIGKILL."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import pytest
 from scipy import stats
 
 from flashsim.experiments import c1_tuned as design
-from flashsim.experiments.c1_tuned_report import compare
+from flashsim.experiments.c1_tuned_report import compare, tuned_size_verdict
 
 NAN = math.nan
 
@@ -47,7 +48,7 @@ def test_the_best_rate_is_the_eligible_one_of_lowest_censored_median():
 
 
 def test_the_grid_grows_on_the_side_of_an_edge_best_and_stops_when_interior():
-    assert design.next_exponents({}) == ("extend", design.START_EXPONENTS)
+    assert design.next_exponents({}) == ("extend", design.TUNED_START_EXPONENTS)
     rising = {-1: [400.0], 0: [300.0], 1: [200.0], 2: [100.0]}
     assert design.next_exponents(rising) == ("extend", (3,))
     falling = {-1: [100.0], 0: [300.0], 1: [400.0], 2: [500.0]}
@@ -59,8 +60,8 @@ def test_the_grid_grows_on_the_side_of_an_edge_best_and_stops_when_interior():
 
 
 def test_an_arm_whose_best_keeps_moving_is_reported_at_the_edge_after_max_extensions():
-    top = max(design.START_EXPONENTS) + design.MAX_EXTENSIONS
-    grid = {k: [1000.0 - 10 * k] for k in range(min(design.START_EXPONENTS), top + 1)}
+    top = max(design.TUNED_START_EXPONENTS) + design.MAX_EXTENSIONS
+    grid = {k: [1000.0 - 10 * k] for k in range(min(design.TUNED_START_EXPONENTS), top + 1)}
     assert design.next_exponents(grid) == ("at edge", ())
     assert design.next_exponents({k: v for k, v in grid.items() if k < top})[0] == "extend"
 
@@ -87,7 +88,7 @@ def test_the_factor_is_grpo_over_flash_with_the_delta_method_interval():
     assert c["seeds"] == 4 and c["pairs"] == 4
     assert c["factor"] == pytest.approx(ratio, rel=1e-12)
     assert (c["low"], c["high"]) == pytest.approx((ratio - half, ratio + half), rel=1e-12)
-    assert c["size_verdict"] == design.size_verdict(ratio - half, ratio + half)
+    assert c["size_verdict"] == tuned_size_verdict(ratio - half, ratio + half)
 
 
 def test_a_pair_censored_in_one_arm_only_makes_the_comparison_inconclusive():
@@ -96,18 +97,36 @@ def test_a_pair_censored_in_one_arm_only_makes_the_comparison_inconclusive():
 
 
 def test_size_verdicts():
-    assert design.size_verdict(0.7, 1.4) == "claimed size rejected"
-    assert design.size_verdict(1.2, 2.0) == "consistent with the claimed size"
-    assert design.size_verdict(2.01, 3.0) == "larger than the claimed size"
-    assert design.size_verdict(NAN, 3.0) == "no interval"
+    assert tuned_size_verdict(0.7, 1.4) == "claimed size rejected"
+    assert tuned_size_verdict(1.2, 2.0) == "consistent with the claimed size"
+    assert tuned_size_verdict(2.01, 3.0) == "larger than the claimed size"
+    assert tuned_size_verdict(NAN, 3.0) == "no interval"
+
+
+
+@pytest.mark.parametrize("bad", ["25:00", "0050"])
+def test_a_malformed_stop_time_exits_2_naming_the_flag(bad, capsys):
+    from flashsim.experiments.c1_tuned_run import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--out", "unused", "--stop-starting", bad])
+    assert exit_.value.code == 2 and "--stop-starting" in capsys.readouterr().err
+
+
+def test_a_stop_time_before_noon_is_the_next_mornings_for_an_evening_run():
+    evening = dt.datetime(2026, 12, 5, 23, 0, tzinfo=dt.timezone.utc)
+    assert not design.past_stop_time("00:50", evening)
+    assert design.past_stop_time("00:50", evening + dt.timedelta(minutes=110))
+    assert design.past_stop_time("22:00", evening) and not design.past_stop_time("23:30", evening)
+    assert not design.past_stop_time(None, evening)
 
 
 _TINY = """
 import sys
-from flashsim.experiments.c1_tuned_run import Plan, run
+from flashsim.experiments.c1_tuned_run import Plan, run_tuned_stages
 plan = Plan(stages=(("adam", "bandit", ("flash", "grpo")),), cap_rollouts=3840, pilot_seeds={"adam": (3800,)},
             verdict_seeds={"adam": 2}, stop_starting=None)
-run(sys.argv[1], plan)
+run_tuned_stages(sys.argv[1], plan)
 """
 
 

@@ -10,16 +10,16 @@ fresh seeds at each arm's chosen rate. Everything below was committed before any
 (:func:`~flashsim.experiments.run_cell.rollouts_to`, linear between evaluations after every update), each run capped
 at :data:`CAP_ROLLOUTS`; a run that never reaches the level within the cap is **censored** (kept, never dropped).
 
-**Arms** (:data:`ARMS`; "GRPO" alone means the registry's ``grpo``, which aggregates DAPO's token-mean):
+**Arms** (:data:`TUNED_ARMS`; "GRPO" alone means the registry's ``grpo``, which aggregates DAPO's token-mean):
 FlashREINFORCE 128 × 1; GRPO 32 × 4 token-mean; GRPO 64 × 4 token-mean; GRPO 32 × 4 with DeepSeekMath's sample-mean
 aggregation (the aggregation FlashREINFORCE itself uses, so this arm separates the baseline from C3's question).
 Rollouts to a level do not depend on a budget, so "GRPO with twice the updates" and "GRPO 32 × 4" are the same run.
 
-**Optimizers** (:data:`OPTIMIZERS`): Adam as the pages use (confirmatory), plain SGD as an exploratory check with
+**Optimizers** (:data:`TUNED_OPTIMIZERS`): Adam as the pages use (confirmatory), plain SGD as an exploratory check with
 fewer arms and seeds. **Envs**: ToolGridworld (the pages' C1 env; the headline) and PromptBandit.
 
 **Tuning rule.** Per (optimizer, env, arm) a grid ``centre × 2**k`` (:data:`FACTOR` 2), starting at
-``k ∈ {-1, 0, 1, 2}`` (:data:`START_EXPONENTS`), run on the pilot seeds. A rate is **ineligible** if at least
+``k ∈ {-1, 0, 1, 2}`` (:data:`TUNED_START_EXPONENTS`), run on the pilot seeds. A rate is **ineligible** if at least
 :data:`UNSTABLE_FRACTION` of its pilot seeds are censored. Each rate's pilot score is the **censored median**
 (:func:`censored_median`: censored runs rank above every finished run; the median is +inf when half or more are
 censored); ties go to fewer censored, then to the lower mean with censored runs at the cap. The best is the
@@ -34,8 +34,10 @@ done (:func:`next_exponents`). A pilot rate stops running seeds once its censore
 paired by seed. The factor is GRPO's mean rollouts over FlashREINFORCE's on complete pairs with the delta-method
 interval (:func:`~flashsim.experiments.verdict.ratio_interval`) and the project's verdict rule
 (:func:`~flashsim.experiments.verdict.paired_verdict`, size 2, threshold pairs: a pair censored in one arm only
-makes it inconclusive). The size verdict (:func:`size_verdict`): "claimed size rejected" when the interval lies
-below 2, "consistent with the claimed size" when it contains 2, "larger than the claimed size" when above.
+makes it inconclusive). The size verdict (:func:`~flashsim.experiments.c1_tuned_report.tuned_size_verdict`, the
+project's :func:`~flashsim.experiments.summaries.size_position` in this page's words): "claimed size rejected" when
+the interval lies below 2, "consistent with the claimed size" when it contains 2, "larger than the claimed size"
+when above.
 Confirmatory primary: ToolGridworld, Adam, FlashREINFORCE vs GRPO 32 × 4 (token-mean); everything else exploratory.
 
 **Seeds (power).** At least :data:`MIN_VERDICT_SEEDS` per arm, more if :func:`seeds_for_power` asks: from the pilot
@@ -47,7 +49,7 @@ sd(z); the verdict needs (t_{0.975, n−1} + z_{0.90}) · sd(z) / √n ≤ 1, th
 **Budget reduction, fixed before running** (2 cores shared by 8 jobs; deadline 01:00 UTC): SGD runs only
 FlashREINFORCE and GRPO 32 × 4, on :data:`SGD_PILOT_SEEDS` and :data:`SGD_VERDICT_SEEDS` seeds; the driver runs
 Adam-ToolGridworld, Adam-PromptBandit, SGD-PromptBandit, then SGD-ToolGridworld, and starts no new
-(optimizer, env) after :data:`STOP_STARTING_UTC`;
+(optimizer, env) after :data:`TUNED_STOP_STARTING_UTC`;
 what is unfinished then is reported as not done.
 
 **Second reduction, fixed after 3 pilot cells (23:50 UTC) for their cost, not their values** (the machine's load
@@ -57,6 +59,8 @@ run still makes a rate ineligible), and the driver runs by :data:`STAGES`, the c
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -71,12 +75,12 @@ THRESHOLD = 0.9
 CAP_ROLLOUTS = 51_200
 """Rollouts after which a run that has not reached the level stops, censored (the full budget's FlashREINFORCE
 budget, 400 updates × 128; 3.8× the slowest arm's mean at the full page's lowest rate 0.03)."""
-ENVS = ("gridworld", "bandit")
+TUNED_ENVS = ("gridworld", "bandit")
 """ToolGridworld (headline) and PromptBandit."""
 HEADLINE = ("adam", "gridworld", "grpo")
 """The confirmatory comparison: Adam, ToolGridworld, FlashREINFORCE vs GRPO 32 × 4 (token-mean)."""
 
-ARMS: Mapping[str, tuple[str, Mapping[str, object]]] = MappingProxyType({
+TUNED_ARMS: Mapping[str, tuple[str, Mapping[str, object]]] = MappingProxyType({
     "flash": ("FlashREINFORCE (128 × 1)", {"algorithm.loss": "flash_reinforce"}),
     "grpo": ("GRPO 32 × 4, token-mean (DAPO; the registry's grpo)",
              {"algorithm.loss": "grpo", "algorithm.group_size": 4}),
@@ -90,7 +94,7 @@ ARMS: Mapping[str, tuple[str, Mapping[str, object]]] = MappingProxyType({
 BASELINE = "flash"
 """The arm every GRPO arm's factor is taken against (GRPO's rollouts over FlashREINFORCE's)."""
 
-OPTIMIZERS: Mapping[str, Mapping[str, object]] = MappingProxyType({
+TUNED_OPTIMIZERS: Mapping[str, Mapping[str, object]] = MappingProxyType({
     "adam": {"arms": ("flash", "grpo", "grpo_2batch", "grpo_sample"), "centre": 0.3, "pilot_seeds": 4,
              "confirmatory": True},
     "sgd": {"arms": ("flash", "grpo"), "centre": 100.0, "pilot_seeds": 3, "confirmatory": False},
@@ -100,14 +104,14 @@ OPTIMIZERS: Mapping[str, Mapping[str, object]] = MappingProxyType({
 FlashREINFORCE, lr 1 / 10 / 100: 0.9 × optimum reached only at 100 on ToolGridworld within 200 updates)."""
 FACTOR = 2.0
 """Spacing of every grid (log-spaced: centre × FACTOR**k)."""
-START_EXPONENTS = (-1, 0, 1, 2)
+TUNED_START_EXPONENTS = (-1, 0, 1, 2)
 """The first grid's exponents k (Adam: 0.15, 0.3, 0.6, 1.2)."""
 MAX_EXTENSIONS = 6
 """Rates the rule may add on one side of the start grid before the arm is reported at the edge."""
 UNSTABLE_FRACTION = 0.2
 """A rate with at least this fraction of pilot seeds censored is ineligible."""
 
-PILOT_SEEDS = tuple(range(3800, 3805))
+TUNED_PILOT_SEEDS = tuple(range(3800, 3805))
 """Pilot seeds (Adam: the first four, SGD: the first three; 3804 is left unused by the second reduction). No
 earlier run used 3800-3999."""
 SGD_PILOT_SEEDS = 3
@@ -118,7 +122,7 @@ MAX_VERDICT_SEEDS = 40
 SGD_VERDICT_SEEDS = 10
 """SGD (exploratory) runs this many verdict seeds, no power rule."""
 POWER = 0.9
-STOP_STARTING_UTC = "00:50"
+TUNED_STOP_STARTING_UTC = "00:50"
 """The committed run started no new stage after this time (UTC, the session's night; the driver's
 ``--stop-starting``, which has no limit by default)."""
 
@@ -131,6 +135,36 @@ def is_clock_time(text: str) -> bool:
     """
     hour, _, minute = text.partition(":")
     return hour.isdigit() and minute.isdigit() and len(minute) == 2 and int(hour) < 24 and int(minute) < 60
+
+
+def parse_with_stop_starting(parser: argparse.ArgumentParser, argv: Sequence[str] | None, committed: str,
+                             what: str) -> argparse.Namespace:
+    """``parser``'s arguments with the drivers' ``--stop-starting HH:MM`` added (no new ``what`` starts after it;
+    ``committed`` is the committed run's time, for the help); a malformed time exits 2 naming the flag."""
+    parser.add_argument("--stop-starting", default=None, metavar="HH:MM",
+                        help=f"UTC time after which no new {what} starts (the committed run: {committed}); "
+                             "default: no limit")
+    args = parser.parse_args(argv)
+    if args.stop_starting is not None and not is_clock_time(args.stop_starting):
+        parser.error(f"--stop-starting: expected HH:MM (UTC), got {args.stop_starting!r}")
+    return args
+
+
+def past_stop_time(stop: str | None, now: dt.datetime) -> bool:
+    """Whether ``now`` (UTC) is at or past the drivers' ``--stop-starting`` ``HH:MM`` (None: never). A run started
+    in the evening means the night: from noon on, a stop time before 12:00 is the next day's.
+
+    >>> at = dt.datetime(2026, 12, 6, 23, 0, tzinfo=dt.timezone.utc)
+    >>> past_stop_time("00:50", at), past_stop_time("22:00", at), past_stop_time(None, at)
+    (False, True, False)
+    """
+    if stop is None:
+        return False
+    hour, minute = (int(x) for x in stop.split(":"))
+    day = now.date() if now.hour < 12 or hour >= 12 else now.date() + dt.timedelta(days=1)
+    return now >= dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=dt.timezone.utc)
+
+
 STAGES = (
     ("adam", "gridworld", ("flash", "grpo")),
     ("adam", "bandit", ("flash", "grpo")),
@@ -144,11 +178,11 @@ stage's verdict seeds follow the power rule on its own arms (at least :data:`MIN
 runs the most any stage asks, and each comparison pairs the seeds both arms ran."""
 
 
-def rate(optimizer: str, exponent: int) -> float:
+def tuned_rate(optimizer: str, exponent: int) -> float:
     """The learning rate of grid point ``exponent`` for ``optimizer``: centre × FACTOR**exponent."""
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {tuple(OPTIMIZERS)}, got {optimizer!r}")
-    return float(OPTIMIZERS[optimizer]["centre"]) * FACTOR ** int(exponent)
+    if optimizer not in TUNED_OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {tuple(TUNED_OPTIMIZERS)}, got {optimizer!r}")
+    return float(TUNED_OPTIMIZERS[optimizer]["centre"]) * FACTOR ** int(exponent)
 
 
 def censored_median(values: Sequence[float]) -> float:
@@ -189,16 +223,16 @@ def eligible(values: Sequence[float]) -> bool:
     return len(values) > 0 and censored(values) < UNSTABLE_FRACTION * len(values)
 
 
-def score(values: Sequence[float]) -> tuple[float, int, float]:
+def rate_score(values: Sequence[float]) -> tuple[float, int, float]:
     """Sort key of a rate (lower is better): censored median, censored count, mean with censored at the cap."""
     capped = [v if math.isfinite(v) else float(CAP_ROLLOUTS) for v in values]
     return censored_median(values), censored(values), float(np.mean(capped))
 
 
 def best_rate(grid: Mapping[int, Sequence[float]]) -> int | None:
-    """The eligible exponent of lowest :func:`score` (None when no rate is eligible)."""
+    """The eligible exponent of lowest :func:`rate_score` (None when no rate is eligible)."""
     ok = [k for k, values in grid.items() if eligible(values)]
-    return min(ok, key=lambda k: (score(grid[k]), k)) if ok else None
+    return min(ok, key=lambda k: (rate_score(grid[k]), k)) if ok else None
 
 
 def next_exponents(grid: Mapping[int, Sequence[float]]) -> tuple[str, tuple[int, ...]]:
@@ -211,7 +245,7 @@ def next_exponents(grid: Mapping[int, Sequence[float]]) -> tuple[str, tuple[int,
     ('extend', (2,))
     """
     if not grid:
-        return "extend", tuple(START_EXPONENTS)
+        return "extend", tuple(TUNED_START_EXPONENTS)
     low, high = min(grid), max(grid)
     best = best_rate(grid)
     want = []
@@ -222,7 +256,7 @@ def next_exponents(grid: Mapping[int, Sequence[float]]) -> tuple[str, tuple[int,
     if not want:
         return "interior", ()
     allowed = tuple(k for k in want
-                    if min(START_EXPONENTS) - MAX_EXTENSIONS <= k <= max(START_EXPONENTS) + MAX_EXTENSIONS)
+                    if min(TUNED_START_EXPONENTS) - MAX_EXTENSIONS <= k <= max(TUNED_START_EXPONENTS) + MAX_EXTENSIONS)
     return ("extend", allowed) if allowed else ("at edge", ())
 
 
@@ -256,21 +290,6 @@ def seeds_for_power(sd_z: float, gap: float = 1.0, power: float = POWER) -> int:
         if (stats.t.ppf(0.975, n - 1) + stats.norm.ppf(power)) * sd_z / math.sqrt(n) <= gap:
             return n
     return MAX_VERDICT_SEEDS + 1
-
-
-def size_verdict(low: float, high: float, size: float = 2.0) -> str:
-    """The size verdict of a factor's interval against the claimed ``size``.
-
-    >>> size_verdict(0.8, 1.4), size_verdict(1.5, 2.6), size_verdict(2.1, 3.0)
-    ('claimed size rejected', 'consistent with the claimed size', 'larger than the claimed size')
-    """
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "no interval"
-    if high < size:
-        return "claimed size rejected"
-    if low > size:
-        return "larger than the claimed size"
-    return "consistent with the claimed size"
 
 
 def factor(grpo: Sequence[float], flash: Sequence[float]):

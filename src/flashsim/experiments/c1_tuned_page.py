@@ -22,9 +22,9 @@ from flashsim.experiments.c1_tuned_report import (  # noqa: E402
     _num,
     direction_phrase,
     factor_sentence,
-    load_cells,
-    per_seed_csv,
-    summarize,
+    load_tuned_cells,
+    summarize_tuned,
+    tuned_per_seed_csv,
 )
 from flashsim.experiments.run_cell import atomic_write, atomic_write_text  # noqa: E402
 
@@ -35,17 +35,17 @@ def grid_figure(summary: dict, path: Path) -> None:
     """One panel per optimizer and env: each arm's censored median rollouts to 0.9 per rate (pilot seeds), its
     pilot runs as dots, ineligible rates as crosses labelled with their censored runs, the chosen rate ringed."""
     fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), squeeze=False)
-    for row, optimizer in enumerate(design.OPTIMIZERS):
-        for col, env in enumerate(design.ENVS):
+    for row, optimizer in enumerate(design.TUNED_OPTIMIZERS):
+        for col, env in enumerate(design.TUNED_ENVS):
             ax, notes, rates = axes[row][col], [], set()
-            for arm in design.OPTIMIZERS[optimizer]["arms"]:
+            for arm in design.TUNED_OPTIMIZERS[optimizer]["arms"]:
                 t = summary["grid"].get(f"{optimizer}/{env}/{arm}")
                 if t is None:
                     continue
                 colour, cap = COLOURS[arm], design.CAP_ROLLOUTS
                 shown = [(g["rate"], g["median"] if g["median"] is not None else cap) for g in t["grid"]]
                 ax.plot([r for r, _ in shown], [min(m, cap) for _, m in shown], "-", color=colour, alpha=0.8,
-                        label=design.ARMS[arm][0])
+                        label=design.TUNED_ARMS[arm][0])
                 if t["status"] != "interior":
                     notes.append(f"{arm}: {t['status']}")
                 rates |= {g["rate"] for g in t["grid"]}
@@ -86,7 +86,7 @@ def _arm_table(summary: dict) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]
     for key, a in summary["arms"].items():
         optimizer, env, arm = key.split("/")
-        lines.append(f"| {OPT_LABELS[optimizer]}, {ENV_LABELS[env]} | {design.ARMS[arm][0]} | {a['rate']:g} | "
+        lines.append(f"| {OPT_LABELS[optimizer]}, {ENV_LABELS[env]} | {design.TUNED_ARMS[arm][0]} | {a['rate']:g} | "
                      f"{a['status']} | {a['n']} | {a['censored']} | {_num(a['mean'], '–')} "
                      f"[{_num(a['low'], '–')}, {_num(a['high'], '–')}] | {_num(a['median'])} |")
     return lines
@@ -186,7 +186,7 @@ def bounded_by_instability(summary: dict) -> list[str]:
     return keys
 
 
-def render(summary: dict, transformer: dict | None = None) -> str:
+def render_tuned_page(summary: dict, transformer: dict | None = None) -> str:
     at_edge = summary["tuned"]["at_edge"]
     unstable = bounded_by_instability(summary)
     edge = ("Every tuned arm's chosen rate is interior on its grid (`tuned.at_edge` is empty)." if not at_edge else
@@ -230,11 +230,11 @@ def write_page(out: Path, page: Path) -> dict:
     page = Path(page)
     results = page.parent / "results"
     results.mkdir(parents=True, exist_ok=True)
-    summary = summarize(Path(out))
-    atomic_write_text(results / "per_seed.csv", per_seed_csv(load_cells(Path(out))))
+    summary = summarize_tuned(Path(out))
+    atomic_write_text(results / "per_seed.csv", tuned_per_seed_csv(load_tuned_cells(Path(out))))
     atomic_write_text(results / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
     grid_figure(summary, results / "grid.png")
     t_path = results / "transformer_summary.json"
-    atomic_write_text(page, render(summary, json.loads(t_path.read_text()) if t_path.exists() else None))
+    atomic_write_text(page, render_tuned_page(summary, json.loads(t_path.read_text()) if t_path.exists() else None))
     atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
     return summary

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from flashsim.experiments import c1_tuned as design
-from flashsim.experiments.c1_tuned_run import Plan, cell_path, pilot_grid, read_cell
+from flashsim.experiments.c1_tuned_run import Plan, read_tuned_cell, tuned_cell_path, tuned_pilot_grid
+from flashsim.experiments.summaries import size_position
 from flashsim.experiments.verdict import SMALLEST_EFFECTS, mean_interval, paired_verdict
 from flashsim.io import jsonable
 
@@ -28,7 +29,7 @@ CSV_FIELDS = ("optimizer", "env", "arm", "phase", "rate", "exponent", "seed", "r
               "updates", "rollouts", "success_final", "optimum")
 
 
-def load_cells(out: Path) -> list[dict]:
+def load_tuned_cells(out: Path) -> list[dict]:
     """Every cell record under ``out/cells``, sorted, with its phase (pilot or verdict) added."""
     records = []
     for path in sorted((Path(out) / "cells").rglob("k*_s*.json")):
@@ -38,7 +39,7 @@ def load_cells(out: Path) -> list[dict]:
     return sorted(records, key=lambda r: (r["optimizer"], r["env"], r["arm"], r["phase"], r["exponent"], r["seed"]))
 
 
-def per_seed_csv(records: Sequence[dict]) -> str:
+def tuned_per_seed_csv(records: Sequence[dict]) -> str:
     """One row per cell (``rollouts_to_90`` empty when censored)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
@@ -52,19 +53,19 @@ def tuning(out: Path, plan: Plan | None = None) -> dict[str, dict]:
     """Per ``optimizer/env/arm`` that has pilot cells: its grid (rate → median, censored, runs), the rule's status
     and the chosen rate (the committed rule re-applied to the cells on disk)."""
     plan, result = plan or Plan(), {}
-    for optimizer, spec in design.OPTIMIZERS.items():
+    for optimizer, spec in design.TUNED_OPTIMIZERS.items():
         seeds = plan.pilot_seeds[optimizer]
-        for env in design.ENVS:
+        for env in design.TUNED_ENVS:
             for arm in spec["arms"]:
-                grid = pilot_grid(out, optimizer, env, arm, seeds)
+                grid = tuned_pilot_grid(out, optimizer, env, arm, seeds)
                 if not grid:
                     continue
                 status, new = design.next_exponents(grid)
                 best = design.best_rate(grid)
                 result[f"{optimizer}/{env}/{arm}"] = {
                     "status": "pilot unfinished" if status == "extend" else status,
-                    "best_exponent": best, "best_rate": None if best is None else design.rate(optimizer, best),
-                    "grid": [{"rate": design.rate(optimizer, k), "exponent": k, "runs": len(v),
+                    "best_exponent": best, "best_rate": None if best is None else design.tuned_rate(optimizer, best),
+                    "grid": [{"rate": design.tuned_rate(optimizer, k), "exponent": k, "runs": len(v),
                               "median": design.censored_median(v), "censored": design.censored(v),
                               "eligible": design.eligible(v), "values": v} for k, v in sorted(grid.items())],
                 }
@@ -76,9 +77,9 @@ def verdict_values(out: Path, optimizer: str, env: str, arm: str, exponent: int)
     values = {}
     for n in range(design.MAX_VERDICT_SEEDS):
         seed = design.VERDICT_SEEDS_FROM + n
-        path = cell_path(out, optimizer, env, arm, exponent, seed)
+        path = tuned_cell_path(out, optimizer, env, arm, exponent, seed)
         if path.exists():
-            values[seed] = read_cell(path)
+            values[seed] = read_tuned_cell(path)
     return values
 
 
@@ -97,7 +98,22 @@ def compare(flash: dict[int, float], grpo: dict[int, float]) -> dict[str, object
     ratio = verdict.ratio
     return {"seeds": len(seeds), "factor": ratio.mean, "low": ratio.low, "high": ratio.high,
             "verdict": verdict.verdict, "p": verdict.p, "pairs": verdict.pairs,
-            "dropped_by_arm": verdict.dropped_by_arm, "size_verdict": design.size_verdict(ratio.low, ratio.high)}
+            "dropped_by_arm": verdict.dropped_by_arm, "size_verdict": tuned_size_verdict(ratio.low, ratio.high)}
+
+
+TUNED_SIZE_WORDS = {"below": "claimed size rejected", "inside": "consistent with the claimed size",
+                    "above": "larger than the claimed size", "": "no interval"}
+"""This page's words for :func:`~flashsim.experiments.summaries.size_position` (the committed page's wording)."""
+
+
+def tuned_size_verdict(low: float, high: float, size: float = 2.0) -> str:
+    """The size verdict of a factor's interval against the claimed ``size``: the project's
+    :func:`~flashsim.experiments.summaries.size_position` in :data:`TUNED_SIZE_WORDS`.
+
+    >>> tuned_size_verdict(0.8, 1.4), tuned_size_verdict(1.5, 2.6), tuned_size_verdict(2.1, 3.0)
+    ('claimed size rejected', 'consistent with the claimed size', 'larger than the claimed size')
+    """
+    return TUNED_SIZE_WORDS[size_position(low, high, size)]
 
 
 def power(tuned: dict, base: str, key: str) -> dict[str, float]:
@@ -111,7 +127,7 @@ def power(tuned: dict, base: str, key: str) -> dict[str, float]:
             "seeds_asked": design.seeds_for_power(sd) if math.isfinite(sd) else None}
 
 
-def summarize(out: Path, plan: Plan | None = None) -> dict[str, object]:
+def summarize_tuned(out: Path, plan: Plan | None = None) -> dict[str, object]:
     """Everything the page states: tuning per arm, verdict values per arm, comparisons, what is not done."""
     plan = plan or Plan()
     tuned = tuning(out, plan)
@@ -175,11 +191,11 @@ def direction_phrase(factor: float, low: float, high: float) -> str:
 def factor_sentence(key: str, c: dict, arms: dict) -> str:
     """The generated sentence of one comparison (which GRPO, the factor, its interval, both verdicts)."""
     optimizer, env, arm = key.split("/")
-    label = design.ARMS[arm][0]
+    label = design.TUNED_ARMS[arm][0]
     flash, grpo = arms[f"{optimizer}/{env}/{design.BASELINE}"], arms[key]
     fewer = direction_phrase(c["factor"], c["low"], c["high"])
     if c.get("same_as"):
-        fewer += (f" (its runs are those of {design.ARMS[c['same_as']][0]}, seed for seed: the two GRPO arms "
+        fewer += (f" (its runs are those of {design.TUNED_ARMS[c['same_as']][0]}, seed for seed: the two GRPO arms "
                   "differ only in how tokens are averaged)")
     return (f"{OPT_LABELS[optimizer]}, {ENV_LABELS[env]}: {label} at lr {grpo['rate']:g} needed "
             f"{c['factor']:.2f}× [{c['low']:.2f}, {c['high']:.2f}] the rollouts of FlashREINFORCE at lr "

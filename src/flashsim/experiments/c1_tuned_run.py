@@ -37,20 +37,20 @@ class Plan:
     """(optimizer, env, arms) in the order they run; each stage's arms include FlashREINFORCE, the baseline."""
     cap_rollouts: int = design.CAP_ROLLOUTS
     pilot_seeds: dict = field(default_factory=lambda: {
-        "adam": design.PILOT_SEEDS[:design.OPTIMIZERS["adam"]["pilot_seeds"]],
-        "sgd": design.PILOT_SEEDS[:design.OPTIMIZERS["sgd"]["pilot_seeds"]]})
+        "adam": design.TUNED_PILOT_SEEDS[:design.TUNED_OPTIMIZERS["adam"]["pilot_seeds"]],
+        "sgd": design.TUNED_PILOT_SEEDS[:design.TUNED_OPTIMIZERS["sgd"]["pilot_seeds"]]})
     verdict_seeds: dict = field(default_factory=lambda: {"adam": None, "sgd": design.SGD_VERDICT_SEEDS})
     """Verdict seeds per optimizer (None: the power rule's count)."""
     stop_starting: str | None = None
     """HH:MM UTC after which no new stage starts (None: no limit; the committed run used
-    ``design.STOP_STARTING_UTC``); a time before 12:00 is the next day's."""
+    ``design.TUNED_STOP_STARTING_UTC``); a time before 12:00 is the next day's."""
 
 
-def cell_config(optimizer: str, env: str, arm: str, exponent: int, seed: int, cap_rollouts: int):
+def tuned_cell_config(optimizer: str, env: str, arm: str, exponent: int, seed: int, cap_rollouts: int):
     """The resolved ``TrainConfig`` of one cell."""
-    _, overrides = design.ARMS[arm]
+    _, overrides = design.TUNED_ARMS[arm]
     config = with_overrides(_base(env=env, eval_every=1), overrides, {
-        "algorithm.optimizer": optimizer, "algorithm.learning_rate": design.rate(optimizer, exponent),
+        "algorithm.optimizer": optimizer, "algorithm.learning_rate": design.tuned_rate(optimizer, exponent),
         "seed": seed})
     return with_overrides(config, {"updates": max(1, cap_rollouts // config.algorithm.batch_size)})
 
@@ -75,47 +75,47 @@ def run_to_level(config, level: float = design.THRESHOLD) -> dict[str, object]:
             "updates": updates, "rollouts": rollouts[-1], "success_final": success[-1], "optimum": optimum}
 
 
-def cell_path(out: Path, optimizer: str, env: str, arm: str, exponent: int, seed: int) -> Path:
+def tuned_cell_path(out: Path, optimizer: str, env: str, arm: str, exponent: int, seed: int) -> Path:
     return Path(out) / "cells" / optimizer / env / arm / f"k{exponent}_s{seed}.json"
 
 
-def run_cells(out: Path, optimizer: str, env: str, arm: str, exponent: int, seeds: Sequence[int], plan: Plan,
+def run_tuned_cells(out: Path, optimizer: str, env: str, arm: str, exponent: int, seeds: Sequence[int], plan: Plan,
               pilot: bool = False) -> None:
     """Run every missing cell of one rate, atomically, in seed order; a ``pilot`` rate stops once it is
     ineligible (:func:`~flashsim.experiments.c1_tuned.settled_ineligible`: more seeds cannot change that)."""
     for seed in seeds:
-        path = cell_path(out, optimizer, env, arm, exponent, seed)
+        path = tuned_cell_path(out, optimizer, env, arm, exponent, seed)
         if path.exists():
             continue
-        done = [read_cell(cell_path(out, optimizer, env, arm, exponent, s)) for s in seeds
-                if cell_path(out, optimizer, env, arm, exponent, s).exists()]
+        done = [read_tuned_cell(tuned_cell_path(out, optimizer, env, arm, exponent, s)) for s in seeds
+                if tuned_cell_path(out, optimizer, env, arm, exponent, s).exists()]
         if pilot and design.settled_ineligible(done, len(seeds)):
             return
-        config = cell_config(optimizer, env, arm, exponent, seed, plan.cap_rollouts)
+        config = tuned_cell_config(optimizer, env, arm, exponent, seed, plan.cap_rollouts)
         result = run_to_level(config)
         record = {"optimizer": optimizer, "env": env, "arm": arm, "exponent": exponent,
-                  "rate": design.rate(optimizer, exponent), "seed": seed, **result}
+                  "rate": design.tuned_rate(optimizer, exponent), "seed": seed, **result}
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(record, sort_keys=True) + "\n")
         print(f"{optimizer} {env} {arm} lr {record['rate']:g} seed {seed}: "
               f"{'censored' if result['censored'] else round(result['rollouts_to'])}", flush=True)
 
 
-def read_cell(path: Path) -> float:
+def read_tuned_cell(path: Path) -> float:
     """A cell's rollouts to the level (NaN when censored)."""
     value = json.loads(Path(path).read_text())["rollouts_to"]
     return math.nan if value is None else float(value)
 
 
-def pilot_grid(out: Path, optimizer: str, env: str, arm: str, seeds: Sequence[int]) -> dict[int, list[float]]:
+def tuned_pilot_grid(out: Path, optimizer: str, env: str, arm: str, seeds: Sequence[int]) -> dict[int, list[float]]:
     """The pilot cells on disk: exponent → rollouts per pilot seed (rates whose every seed has run, or whose seeds
     run so far already make them ineligible)."""
     folder = Path(out) / "cells" / optimizer / env / arm
     exponents = {int(p.name[1:].split("_s")[0]) for p in folder.glob("k*_s*.json")} if folder.exists() else set()
     grid = {}
     for k in sorted(exponents):
-        paths = [cell_path(out, optimizer, env, arm, k, s) for s in seeds]
-        values = [read_cell(p) for p in paths if p.exists()]
+        paths = [tuned_cell_path(out, optimizer, env, arm, k, s) for s in seeds]
+        values = [read_tuned_cell(p) for p in paths if p.exists()]
         if len(values) == len(seeds) or design.settled_ineligible(values, len(seeds)):
             grid[k] = values
     return grid
@@ -127,15 +127,15 @@ def tune_arm(out: Path, optimizer: str, env: str, arm: str, plan: Plan) -> tuple
     Returns the status (``interior``, ``at edge``) and the best exponent (None if no rate is eligible).
     """
     seeds = plan.pilot_seeds[optimizer]
-    for k in design.START_EXPONENTS:
-        run_cells(out, optimizer, env, arm, k, seeds, plan, pilot=True)
+    for k in design.TUNED_START_EXPONENTS:
+        run_tuned_cells(out, optimizer, env, arm, k, seeds, plan, pilot=True)
     while True:
-        grid = pilot_grid(out, optimizer, env, arm, seeds)
+        grid = tuned_pilot_grid(out, optimizer, env, arm, seeds)
         status, new = design.next_exponents(grid)
         if status != "extend":
             return status, design.best_rate(grid)
         for k in new:
-            run_cells(out, optimizer, env, arm, k, seeds, plan, pilot=True)
+            run_tuned_cells(out, optimizer, env, arm, k, seeds, plan, pilot=True)
 
 
 def verdict_count(out: Path, optimizer: str, env: str, best: dict[str, int | None], plan: Plan) -> int:
@@ -143,24 +143,17 @@ def verdict_count(out: Path, optimizer: str, env: str, best: dict[str, int | Non
     if plan.verdict_seeds[optimizer] is not None:
         return int(plan.verdict_seeds[optimizer])
     seeds = plan.pilot_seeds[optimizer]
-    flash = [read_cell(cell_path(out, optimizer, env, design.BASELINE, best[design.BASELINE], s)) for s in seeds]
+    flash = [read_tuned_cell(tuned_cell_path(out, optimizer, env, design.BASELINE, best[design.BASELINE], s))
+             for s in seeds]
     counts = [design.MIN_VERDICT_SEEDS]
     for arm, k in best.items():
         if arm == design.BASELINE or k is None:
             continue
-        grpo = [read_cell(cell_path(out, optimizer, env, arm, k, s)) for s in seeds]
+        grpo = [read_tuned_cell(tuned_cell_path(out, optimizer, env, arm, k, s)) for s in seeds]
         z = design.delta_terms(grpo, flash)
         if z.size >= 2:
             counts.append(design.seeds_for_power(float(z.std(ddof=1))))
     return min(max(counts), design.MAX_VERDICT_SEEDS)
-
-
-def _past(stop: str | None, now: dt.datetime) -> bool:
-    if stop is None:
-        return False
-    hour, minute = (int(x) for x in stop.split(":"))
-    day = now.date() if now.hour < 12 or hour >= 12 else now.date() + dt.timedelta(days=1)
-    return now >= dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=dt.timezone.utc)
 
 
 def run_stage(out: Path, optimizer: str, env: str, arms: Sequence[str], plan: Plan) -> dict[str, object]:
@@ -176,16 +169,16 @@ def run_stage(out: Path, optimizer: str, env: str, arms: Sequence[str], plan: Pl
     seeds = design.verdict_seeds(n)
     for arm in arms:
         if best[arm] is not None:
-            run_cells(out, optimizer, env, arm, best[arm], seeds, plan)
+            run_tuned_cells(out, optimizer, env, arm, best[arm], seeds, plan)
     return {"tuned": tuned, "verdict_seeds": n}
 
 
-def run(out: Path, plan: Plan = Plan(), now=lambda: dt.datetime.now(dt.timezone.utc)) -> dict[str, object]:
+def run_tuned_stages(out: Path, plan: Plan = Plan(), now=lambda: dt.datetime.now(dt.timezone.utc)) -> dict[str, object]:
     """Run the plan's stages in order (resuming from the cells on disk); returns what each stage did."""
     done = {}
     for optimizer, env, arms in plan.stages:
         name = f"{optimizer}/{env}/{'+'.join(arms)}"
-        if _past(plan.stop_starting, now()):
+        if design.past_stop_time(plan.stop_starting, now()):
             print(f"{name}: not started (past {plan.stop_starting} UTC)", flush=True)
             done[name] = "not started"
             continue
@@ -197,14 +190,9 @@ def run(out: Path, plan: Plan = Plan(), now=lambda: dt.datetime.now(dt.timezone.
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder of the cells (resumed if it exists)")
-    parser.add_argument("--stop-starting", default=None, metavar="HH:MM",
-                        help="UTC time after which no new stage starts (the committed run: "
-                             f"{design.STOP_STARTING_UTC}); default: no limit")
-    args = parser.parse_args(argv)
-    if args.stop_starting is not None and not design.is_clock_time(args.stop_starting):
-        parser.error(f"--stop-starting: expected HH:MM (UTC), got {args.stop_starting!r}")
+    args = design.parse_with_stop_starting(parser, argv, design.TUNED_STOP_STARTING_UTC, "stage")
     torch.set_num_threads(1)  # one process on a shared machine: no intra-op threads competing for its cores
-    run(args.out, Plan(stop_starting=args.stop_starting))
+    run_tuned_stages(args.out, Plan(stop_starting=args.stop_starting))
 
 
 

@@ -79,6 +79,18 @@ def _p(result: Mapping) -> float:
     return float("nan") if p is None else p
 
 
+def size_position(low: float | None, high: float | None, size: float) -> str:
+    """Where a factor's interval [low, high] lies against the claimed ``size``: ``"below"`` (the size is
+    rejected), ``"above"`` (exceeded), ``"inside"`` (consistent with it); ``""`` without a finite interval.
+
+    >>> size_position(0.8, 1.4, 2.0), size_position(1.5, 2.6, 2.0), size_position(2.1, 3.0, 2.0)
+    ('below', 'inside', 'above')
+    """
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return ""
+    return "below" if high < size else "above" if low > size else "inside"
+
+
 def size_verdict(result: Mapping) -> str:
     """The claimed size beside the direction: '' where no size is quoted or the factor has no interval.
 
@@ -89,14 +101,13 @@ def size_verdict(result: Mapping) -> str:
     """
     size, ratio = result.get("size"), result.get("ratio") or {}
     low, high = ratio.get("low"), ratio.get("high")
-    if not size or low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+    position = size_position(low, high, size) if size else ""
+    if not position:
         return ""
     factor = f"factor {fmt(ratio['mean'], 2)} [{fmt(low, 2)}, {fmt(high, 2)}]"
-    if high < size:
-        return f"claimed size {size:.3g}× rejected ({factor}, below it)"
-    if low > size:
-        return f"claimed size {size:.3g}× exceeded ({factor}, above it)"
-    return f"consistent with the claimed size {size:.3g}× ({factor})"
+    return {"below": f"claimed size {size:.3g}× rejected ({factor}, below it)",
+            "above": f"claimed size {size:.3g}× exceeded ({factor}, above it)",
+            "inside": f"consistent with the claimed size {size:.3g}× ({factor})"}[position]
 
 
 def finalized(summary: Mapping, decision: Mapping, family: str, size: int) -> dict:
