@@ -9,19 +9,12 @@ import torch
 
 def main(out: str) -> None:
     import datasets
-    import transformers
 
     from flashsim.integrations.trl import FlashReinforceConfig, FlashReinforceTrainer
-    from tests.scale.bpe_tokenizer import bpe_tokenizer
+    from tests.tiny_llama import tiny_llama
 
     corpus = ["the cat sat", "a dog ran", "one two three", "red green", "up down", "left right", "in out", "yes no"]
-    tokenizer = bpe_tokenizer(corpus * 4, vocab_size=80)
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-                                      max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
-                                      eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
-    model = transformers.LlamaForCausalLM(config)
+    tokenizer, model = tiny_llama(corpus, vocab_size=80, dtype=torch.float32)
     dataset = datasets.Dataset.from_list([{"prompt": text, "score": float(i)} for i, text in enumerate(corpus)])
 
     def reward(completions, score, **_):  # the prompt's index: rank 0 scores 0-3, rank 1 scores 4-7

@@ -56,18 +56,11 @@ def trl_run(tmp_path_factory):
     """The tiny model, tokenizer, data set and reward function every TRL trainer below shares."""
     pytest.importorskip("trl")
     import datasets
-    import transformers
 
-    from tests.scale.bpe_tokenizer import bpe_tokenizer
+    from tests.tiny_llama import tiny_llama
 
     corpus = ["the cat sat on the mat", "a dog ran in the park", "one two three four five"]
-    tokenizer = bpe_tokenizer(corpus * 4, vocab_size=120)
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                                      num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-                                      max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
-                                      eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
-    model = transformers.LlamaForCausalLM(config).to(torch.float64)
+    tokenizer, model = tiny_llama(corpus, vocab_size=120)
     dataset = datasets.Dataset.from_list([{"prompt": [{"role": "user", "content": text}]} for text in corpus])
     seen = []
 
