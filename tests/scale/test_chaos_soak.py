@@ -32,7 +32,7 @@ def test_a_60_second_chaos_soak_loses_and_repeats_nothing(tmp_path):
     assert report["faults"], "no fault was injected"
     assert checks["chain"] and checks["per_attempt_once"] and checks["each_trajectory_once"], checks
     assert checks["sampled_before_update"] and checks["metrics_parse"], checks
-    assert checks["replay_max_abs_diff"] <= soak.REPLAY_TOLERANCE < checks["replay_last_update_lost_diff"], checks
+    assert checks["replay_max_abs_diff"] <= checks["replay_tolerance"] < checks["replay_last_update_lost_diff"], checks
     assert checks["replay_sensitive"] and checks["passed"], checks
 
 
