@@ -157,6 +157,7 @@ def test_the_comparison_catches_a_trainer_that_forgets_the_accumulation_steps(ru
 
 
 def test_a_token_vllm_could_not_score_gets_ratio_one_and_no_kl():
+    pytest.importorskip("trl")  # flashsim.integrations.trl imports TRL
     from flashsim.integrations.trl import behavior_log_probs
 
     log_probs = torch.tensor([[-1.0, -2.0]], requires_grad=True)
@@ -167,6 +168,7 @@ def test_a_token_vllm_could_not_score_gets_ratio_one_and_no_kl():
 
 
 def test_unscored_trajectories_get_no_advantage_and_stay_out_of_the_baseline():
+    pytest.importorskip("trl")  # flashsim.integrations.trl imports TRL
     from flashsim.integrations.trl import generation_batch_advantages
 
     nan = float("nan")
