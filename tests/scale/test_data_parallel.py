@@ -72,12 +72,14 @@ def test_training_with_two_data_parallel_learners_matches_one_learner(tmp_path):
     runs = {}
     for name, launcher in (("one", []), ("two", ["-m", "torch.distributed.run", "--nnodes", "1",
                                                   "--nproc-per-node", "2", "--master-port", _free_port()])):
+        curves = ["log.curves=false"] if name == "one" else []  # curves.png: drawn by the torchrun run (rank 0)
         command = [sys.executable, *launcher, "-m", "scale", "train", "--config", "tiny_cpu",
-                   "--out", str(tmp_path / name), *[x for s in sets for x in ("--set", s)]]
+                   "--out", str(tmp_path / name), *[x for s in sets + curves for x in ("--set", s)]]
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         runs[name] = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in runs["two"]] == [0, 1, 2]  # rank 0 alone writes, each row once
+    assert (tmp_path / "two" / "curves.png").stat().st_size > 0
     one, two = runs["one"][1], runs["two"][1]  # update 1: same weights, same batch
     assert one["learner/ranks"] == 1 and two["learner/ranks"] == 2
     assert two["rollout/reward"] == one["rollout/reward"]

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ["loop.mode=sync", "warmup.steps=10", "train.batch_size=16", "data.num_test=16", "eval.every=2",
-        "log.progress=false", "log.checkpoint_every=2"]
+        "log.progress=false", "log.checkpoint_every=2", "log.curves=false"]
+"""No curves.png: no test here reads it, and drawing it cost each run about a second (it is drawn under torchrun in
+``test_data_parallel.py``)."""
 
 
 def _free_port() -> str:

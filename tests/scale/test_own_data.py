@@ -96,7 +96,8 @@ def test_your_own_demonstrations_warm_up_your_model_which_then_trains_with_your_
     trained = _scale(workdir, "train", "--model", "my_model_sft", "--data.train", "prompts.jsonl",
                      "--data.test", "test.jsonl", "--reward", "my_rewards.py:score", "--algo", "grpo",
                      "--train.updates", "2", "--train.batch-size", "16", "--loop.mode", "sync",
-                     "--rollout.max-new-tokens", "6", "--no-eval.greedy", "--no-log.progress", "--out", "run")
+                     "--rollout.max-new-tokens", "6", "--no-eval.greedy", "--no-log.progress", "--no-log.curves",
+                     "--out", "run")
     assert trained.returncode == 0, trained.stderr[-3000:]
     [start] = [line for line in trained.stderr.splitlines() if line.startswith("scale train: ")]
     assert start.startswith("scale train: grpo, G = 8 trajectories per prompt (LOSSES['grpo'].group_size")

@@ -85,7 +85,7 @@ def _train(own_model, out, engine: str, *extra: str) -> list[dict]:
                "--data.test", str(own_model / "test.jsonl"), "--warmup.steps", "0", "--engine", engine,
                "--rollout.tools", "--rollout.max-new-tokens", "24", "--train.batch-size", "8",
                "--loop.trajectories-per-call", "8", "--loop.queue-size", "8", "--no-eval.greedy",
-               "--no-log.progress", "--out", str(out), *extra]
+               "--no-log.progress", "--no-log.curves", "--out", str(out), *extra]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

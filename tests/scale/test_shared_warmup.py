@@ -16,7 +16,7 @@ def _run(out: Path, cache: Path, *, seed: int = 0, loss: str = "flash_reinforce"
 
     overrides = [f"log.out={out}", f"warmup.cache={cache}", f"seed={seed}", f"train.loss={loss}", "loop.mode=sync",
                  "warmup.steps=20", "train.updates=3", "train.batch_size=8", "loop.trajectories_per_call=8",
-                 "loop.queue_size=8", "data.num_test=16", "eval.every=3", "log.progress=false"]
+                 "loop.queue_size=8", "data.num_test=16", "eval.every=3", "log.progress=false", "log.curves=false"]
     Trainer(load_config("scale/configs/tiny_cpu.yaml", overrides)).run()
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
