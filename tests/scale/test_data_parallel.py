@@ -67,7 +67,8 @@ def test_data_parallel_learner_needs_an_initialised_process_group(float64_model)
 def test_training_with_two_data_parallel_learners_matches_one_learner(tmp_path):
     """``torchrun --nproc-per-node 2 -m scale train``: rank 0 samples, both ranks step on their half."""
     sets = ["loop.mode=sync", "warmup.steps=10", "train.updates=2", "train.batch_size=16", "data.num_test=16",
-            "eval.every=2", "log.progress=false", "log.checkpoint_every=0"]
+            "eval.every=2", "log.progress=false", "log.checkpoint_every=0",
+            "data.max_operand=9", "data.num_train=64"]  # one-digit products: update 1 has rewards, so a gradient
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     runs = {}
     for name, launcher in (("one", []), ("two", ["-m", "torch.distributed.run", "--nnodes", "1",
@@ -82,6 +83,7 @@ def test_training_with_two_data_parallel_learners_matches_one_learner(tmp_path):
     assert (tmp_path / "two" / "curves.png").stat().st_size > 0
     one, two = runs["one"][1], runs["two"][1]  # update 1: same weights, same batch
     assert one["learner/ranks"] == 1 and two["learner/ranks"] == 2
+    assert one["grad/norm"] > 0
     assert two["rollout/reward"] == one["rollout/reward"]
     assert two["loss/policy"] == pytest.approx(one["loss/policy"], rel=1e-5, abs=1e-7)
     assert two["grad/norm"] == pytest.approx(one["grad/norm"], rel=1e-5)
