@@ -84,10 +84,15 @@ def _scale(workdir, *arguments: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_your_own_demonstrations_warm_up_your_model_which_then_trains_with_your_reward_file(workdir):
-    warmed = _scale(workdir, "warmup", "--model", "my_model", "--data", "demos.jsonl", "--out", "my_model_sft",
-                    "--steps", "40", "--batch-size", "16", "--learning-rate", "1e-2", "--no-progress")
-    assert warmed.returncode == 0, warmed.stderr[-3000:]
+def test_your_own_demonstrations_warm_up_your_model_which_then_trains_with_your_reward_file(workdir, monkeypatch):
+    """The warm-up runs through ``main()`` in this process (``python -m scale warmup`` starts in a subprocess in the
+    error cases below); the training run, which imports the reward file from the working directory, in a
+    subprocess as a user runs it."""
+    from scale.run.cli import main
+
+    monkeypatch.chdir(workdir)
+    assert main(["warmup", "--model", "my_model", "--data", "demos.jsonl", "--out", "my_model_sft", "--steps", "40",
+                 "--batch-size", "16", "--learning-rate", "1e-2", "--no-progress"]) == 0
     report = json.loads((workdir / "my_model_sft" / "warmup.json").read_text())
     assert report["demonstrations"] == 64 and report["loss_last"] < 0.5 * report["loss_first"]
     saved = {p.name for p in (workdir / "my_model_sft").iterdir()}
