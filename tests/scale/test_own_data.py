@@ -4,9 +4,10 @@ for what a user mistypes there.
 The set-up, all built here (nothing downloaded): a tiny untrained ``LlamaForCausalLM`` saved with
 ``save_pretrained`` beside a byte-level BPE tokenizer trained with ``tokenizers`` and given a chat template;
 ``demos.jsonl`` (chat prompts with the answers to learn), ``prompts.jsonl`` and ``test.jsonl`` (the same
-task without demonstrations), and ``my_rewards.py`` in the working directory. ``python -m scale warmup``
-fine-tunes the model on the demonstrations into a new directory; ``python -m scale train`` trains that one
-with GRPO and the reward file, with neither ``PYTHONPATH`` nor ``--warmup.steps 0``.
+task without demonstrations), and ``my_rewards.py`` in the working directory. The ``warmup`` command
+(through ``main()`` in this process) fine-tunes the model on the demonstrations into a new directory;
+``python -m scale train`` trains that one with GRPO and the reward file, with neither ``PYTHONPATH`` nor
+``--warmup.steps 0``.
 
 Every error case runs ``python -m scale`` in a subprocess, as a user does, and checks exit status 2, one
 line on stderr that names what is wrong, and no output directory.
