@@ -29,6 +29,7 @@ from flashsim.experiments.analysis import (
     fmt,
     fmt_interval,
     fmt_p,
+    fmt_sci,
     markdown_tables,
     pairs_text,
 )
@@ -132,8 +133,9 @@ def _drift_table(summary: dict) -> str:
     if "sequence_kl" not in summary["metrics"]:
         return ""
     arms = summary["arms"]
-    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3, this "
-             "project's default; the article gives no δ, the reference implementation's quick-start sets 5e-3):", "",
+    lines = [f"Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = "
+             f"{fmt_sci(DEFAULT_DELTA)}, this project's default; the article gives no δ, the reference "
+             "implementation's quick-start sets 5e-3):", "",
              "| setting | " + " | ".join(a["label"] for a in arms) + " |", "|---|" + "---|" * len(arms)]
     for knob in summary["knob"]:
         cells = []
