@@ -67,7 +67,7 @@ def _import_vllm() -> Any:
 
 
 def _count_ranks_eagerly_on_cpu() -> None:
-    """On a CPU, vLLM's sampler counts each sampled token's rank (how many tokens have a larger log-prob) with a
+    """On a CPU, vLLM's sampler counts each sampled token's rank (the tokens with a log-prob at least as large) with a
     ``torch.compile``-d function whose inductor compile takes seconds in every process, on its first ``generate``
     (measured 1.3–6 s on 2 loaded cores). The count is an integer, exactly the same run eagerly, and this engine
     never reads it; only the log-probs it returns matter. On a GPU the compiled kernel stays (it avoids a
