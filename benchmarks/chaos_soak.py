@@ -41,6 +41,7 @@ Figures: docs/performance.md, "scale: chaos soak".
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import hashlib
 import json
@@ -56,6 +57,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -502,24 +504,33 @@ def _replay(chain: list[dict], initial: dict, checkpointed: Any, sets: tuple[str
     def distance(a: dict, b: dict) -> float:
         return max(float((a[k] - b[k]).abs().max()) for k in a)
 
-    def replay(entries: list[dict], start: dict) -> dict:
-        parts = build(_config(len(chain), sets))  # a fresh optimizer and schedule
-        parts.model.load_state_dict(start)
+    def replay(entries: list[dict], start: dict | None = None, parts: Any = None) -> Any:
+        """``entries`` applied to a fresh build from ``start``, or applied on to ``parts`` (a replay so far)."""
+        if parts is None:
+            parts = build(_config(len(chain), sets))  # a fresh optimizer and schedule
+            parts.model.load_state_dict(start)
         for entry in entries:
             step(parts, entry)
-        return parts.model.state_dict()
+        return parts
+
+    def weights(parts: Any) -> dict:
+        return parts.learner.model.state_dict()
 
     target = {k: v.detach().clone() for k, v in checkpointed.state_dict().items()}
     mixed = [i for i, e in enumerate(chain) if len({r["reward"] for r in e["rollouts"]}) > 1]
     k = mixed[-1] if mixed else len(chain) - 1  # the last update with a gradient (mixed rewards)
-    lost = distance(replay(chain[:k] + chain[k + 1:], initial), target)
-    repeated = distance(replay(chain[:k + 1] + chain[k:], initial), target)
-    replayed = replay(chain, initial)
+    # The three replays share their first k updates: replayed once, then copied (learner, model, optimizer and
+    # schedule together, so that the copy steps exactly as the original would).
+    prefix = replay(chain[:k], initial)
+    shared = SimpleNamespace(learner=prefix.learner, scheduler=prefix.scheduler)
+    lost = distance(weights(replay(chain[k + 1:], parts=copy.deepcopy(shared))), target)
+    repeated = distance(weights(replay(chain[k:k + 1] + chain[k:], parts=copy.deepcopy(shared))), target)
+    replayed = weights(replay(chain[k:], parts=shared))
     mismatch = distance(replayed, target)
     # The replay's own rounding noise: the same history from warmed-up weights one ulp away.
     nudged = {name: torch.nextafter(v, torch.full_like(v, math.inf)) if v.is_floating_point() else v
               for name, v in initial.items()}
-    noise = distance(replay(chain, nudged), replayed)
+    noise = distance(weights(replay(chain, nudged)), replayed)
     tolerance = max(REPLAY_TOLERANCE_FLOOR, REPLAY_NOISE_FACTOR * noise)
     return {"replay_probe_update": chain[k]["update"], "replay_max_abs_diff": mismatch,
             "replay_last_update_lost_diff": lost, "replay_last_update_repeated_diff": repeated,
