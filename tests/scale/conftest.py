@@ -33,6 +33,18 @@ def hermetic_ray():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def ray_cluster(hermetic_ray):
+    """One local Ray cluster shared by the in-process Ray tests of a session (``test_ray_rollouts``,
+    ``test_engine_restarts``): each start took ~14 s on 2 busy cores, and those tests are about engine actors, not
+    about starting a cluster (``test_ray_local_cluster`` starts its own). :class:`RayRollouts` joins it (Ray is
+    initialised) and leaves it running at ``close``. Ray is imported when a test asks for it, not at collection."""
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
 @contextlib.contextmanager
 def single_thread():
     """Run torch on one thread inside the block (much faster on a busy 2-core machine), then restore."""
