@@ -121,3 +121,69 @@ def test_validation_imports_no_torch():
     code = "import sys, flashsim.validation, flashsim.losses; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def module_file(name: str, root: Path = ROOT) -> Path | None:
+    """The project file of the dotted module ``name`` (``src/flashsim/...``, ``scale/...``, ``toy_envs/...``), or
+    None when it names no project module (a name inside a module, or another package's)."""
+    parts = name.split(".")
+    base = root / "src" if parts[0] == "flashsim" else root
+    for candidate in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def import_targets(path: Path, root: Path = ROOT) -> set[Path]:
+    """The project files ``path`` imports: for ``from package import name`` the file of ``package.name`` when it
+    is a module, else the package's ``__init__.py`` (relative imports resolved as in :func:`imported_modules`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = list(path.relative_to(root / "src" if (root / "src") in path.parents else root).parent.parts)
+    targets = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets.update(module_file(alias.name, root) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                targets.add(module_file(f"{module}.{alias.name}", root) or module_file(module, root))
+    return targets - {None}
+
+
+def import_circles(root: Path = ROOT) -> list[list[str]]:
+    """The circles of the file import graph of ``src/``, ``scale/`` and ``toy_envs/`` — imports inside functions
+    included, each import an arrow to the most specific project file it names — as lists of paths, each circle once."""
+    files = [p for layer in ("src/flashsim", "scale", "toy_envs") for p in python_files(layer, root)]
+    arrows = {path: import_targets(path, root) - {path} for path in files}
+    circles, state = [], {}
+
+    def visit(path: Path, stack: list[Path]) -> None:  # depth-first; a grey node met again closes a circle
+        state[path] = "grey"
+        stack.append(path)
+        for target in sorted(arrows.get(path, ())):
+            if state.get(target) == "grey":
+                circles.append([p.relative_to(root).as_posix() for p in stack[stack.index(target):]])
+            elif target not in state:
+                visit(target, stack)
+        stack.pop()
+        state[path] = "black"
+
+    for path in sorted(files):
+        if path not in state:
+            visit(path, [])
+    return circles
+
+
+def test_no_file_imports_a_file_that_imports_it_back():
+    """Issue 36: no import circle, not even through an import inside a function (which hides it from Python)."""
+    assert import_circles() == []
+
+
+def test_the_circle_check_finds_a_circle_through_a_function_level_import(tmp_path):
+    package = tmp_path / "src" / "flashsim"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from flashsim.b import g\n\ndef f():\n    return g()\n")
+    (package / "b.py").write_text("def g():\n    from flashsim.a import f  # hidden in a function\n    return f\n")
+    assert import_circles(tmp_path) == [["src/flashsim/a.py", "src/flashsim/b.py"]]

@@ -195,3 +195,24 @@ def test_without_its_table_row_a_new_parameter_is_refused_where_options_enter():
 def tiny_batch():
     log_probs = torch.log(torch.tensor([[0.5, 0.25], [0.5, 1.0]], dtype=torch.float64))
     return log_probs, log_probs, torch.tensor([1.0, 0.0], dtype=torch.float64), torch.ones(2, 2, dtype=torch.bool)
+
+
+def test_the_default_delta_is_written_once_in_the_code():
+    """Issue 36: δ's default is the one constant ``DEFAULT_DELTA``; every other place reads it. Any spelling of its
+    value (``3e-3``, ``0.003``, ``3e-03``) in ``src/`` or ``scale/`` is a second copy, except the framework adapters'
+    own configurations (``testing/adapters/``: TRL's, verl's and OpenRLHF's numbers, written as they write them) and
+    lines where the same value is a learning rate."""
+    from pathlib import Path
+
+    from flashsim.losses import DEFAULT_DELTA
+
+    root = Path(__file__).resolve().parents[1]
+    spellings = {f"{DEFAULT_DELTA:g}", f"{DEFAULT_DELTA:.0e}", f"{DEFAULT_DELTA:.0e}".replace("e-0", "e-")}
+    copies = []
+    for path in sorted([*root.glob("src/**/*.py"), *root.glob("scale/**/*.py")]):
+        if "testing/adapters" in path.as_posix():
+            continue
+        for line in path.read_text().splitlines():
+            if any(s in line for s in spellings) and not any(w in line for w in ("lr ", "learning_rate", ">>>")):
+                copies.append(f"{path.relative_to(root)}: {line.strip()}")
+    assert copies == ["src/flashsim/losses/options.py: DEFAULT_DELTA = 3e-3"], copies

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from flashsim.experiments.pages import PAGES, page_of, rerender
+from flashsim.experiments.pages import PAGES, page_of
+from flashsim.experiments.report import rerender
 from flashsim.experiments.summaries import claim_sentence, decide_page, finalized, size_verdict
 from tests.attributions import SEEDS, attribution_problems, seed_text, text_attribution_problems
 from tests.wording import committed_verdicts, text_problems, verdict_word_problems

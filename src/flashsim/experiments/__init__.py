@@ -52,11 +52,11 @@ from flashsim.experiments.design import (
     Panel,
     with_overrides,
 )
-from flashsim.experiments.pages import PAGES, Page, out_dir, page_of, rerender
+from flashsim.experiments.pages import PAGES, Page, out_dir, page_of
 from flashsim.experiments.plots import plot_knob, plot_success_curves
 from flashsim.experiments.profiles import PROFILES
 from flashsim.experiments.registry import CLAIMS, DESIGNS, EXPERIMENTS, Registered, Registry, build_design
-from flashsim.experiments.report import RULE, figure_names, write_report
+from flashsim.experiments.report import RULE, figure_names, rerender, write_report
 from flashsim.experiments.run_cell import CELL_METRICS, run_cell
 from flashsim.experiments.runner import run_sweep, to_json
 from flashsim.experiments.summaries import finalized_collapse

@@ -185,6 +185,17 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def fmt_sci(value: float) -> str:
+    """A number in the short scientific form the pages write δ in (``5e-3``, ``2.5e-4``), from its value.
+
+    Example:
+        >>> fmt_sci(5e-3), fmt_sci(2.5e-4)
+        ('5e-3', '2.5e-4')
+    """
+    mantissa, exponent = f"{value:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
 def fmt_p(p: float | None) -> str:
     """A p-value for a table (— where no test applies)."""
     if p is None or not math.isfinite(p):

@@ -1,15 +1,14 @@
-"""The page of C1 at each arm's own best learning rate (issue 38), generated from the driver's cells.
+"""The numbers and sentences of C1 at each arm's own best learning rate (issue 38), from the driver's cells.
 
-``python -m flashsim.experiments.c1_tuned_report --out runs/c1-tuned --page docs/c1-tuned/results.md`` reads the
-cells of :mod:`flashsim.experiments.c1_tuned_run`, re-applies the committed rule of
-:mod:`flashsim.experiments.c1_tuned` to the pilot cells (the chosen rate and whether it is interior), and writes
-``results/per_seed.csv``, ``results/summary.json``, ``results/grid.png`` and the page. Every sentence that states a
-result is built here from the numbers it states.
+It reads the cells of :mod:`flashsim.experiments.c1_tuned_run`, re-applies the committed rule of
+:mod:`flashsim.experiments.c1_tuned` to the pilot cells (the chosen rate and whether it is interior), and sums them
+up; :mod:`flashsim.experiments.c1_tuned_page` (``python -m flashsim.experiments.c1_tuned_page --out runs/c1-tuned
+--page docs/c1-tuned/results.md``) writes ``results/per_seed.csv``, ``results/summary.json``, ``results/grid.png``
+and the page from them. Every sentence that states a result is built here from the numbers it states.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -204,16 +203,5 @@ def factor_sentence(key: str, c: dict, arms: dict) -> str:
             f"**{c['size_verdict']}**; verdict on the direction and size: *{c['verdict']}*.")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the driver's folder")
-    parser.add_argument("--page", type=Path, required=True, help="the page to write (results/ beside it)")
-    args = parser.parse_args(argv)
-    from flashsim.experiments.c1_tuned_page import write_page  # matplotlib only here
-
-    write_page(args.out, args.page)
-
-
-if __name__ == "__main__":
-    main()
-
+if __name__ == "__main__":  # the command that wrote the page before issue 36 broke the report/page import circle
+    raise SystemExit("the page is written by: python -m flashsim.experiments.c1_tuned_page --out DIR --page FILE")

@@ -3,8 +3,8 @@
 Each builder returns a :class:`~flashsim.experiments.design.ClaimDesign` whose arms, knob, comparisons
 (the paper's direction) and headline setting are written here, before anything runs. The paper's
 numbers are those of the FlashREINFORCE paper as reported in the source article
-(``../shared/seeds/``), labelled ``article``; δ = 3e-3 is this project's default, not the article's (it gives
-none; the reference implementation's quick-start, NVIDIA-NeMo/labs-molt
+(``../shared/seeds/``), labelled ``article``; δ's default (``flashsim.losses.DEFAULT_DELTA``) is this project's, not the
+article's (it gives none; the reference implementation's quick-start, NVIDIA-NeMo/labs-molt
 ``examples/scripts/quick_start/rl_flash_reinforce_r1d_1p5b.sh``, sets 5e-3); the
 async speed-ups quoted for C7 are other systems' (ROLL Flash, AReaL), not the article's. Primary
 measures cannot saturate (``auc``, ``rollouts_to_90``): final success is secondary.
@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from flashsim.experiments.analysis import fmt_sci
 from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue, Panel
 from flashsim.experiments.profiles import PILOT_SEEDS, PROFILES  # noqa: F401 (kept: their home until issue 36)
 from flashsim.experiments.profiles import base as _base
 from flashsim.experiments.profiles import eval_every as _eval_every
 from flashsim.experiments.profiles import pick as _pick
 from flashsim.experiments.profiles import profile_seeds as _seeds
+from flashsim.losses import DEFAULT_DELTA
 
 HARD_CHAIN = "chain_h32"
 """C1's harder task: ReasoningChain with horizon 32. Pilot (issue 19, seeds 0–1, 200 updates × 128): the best
@@ -146,12 +148,14 @@ def c2_gates(profile: str) -> ClaimDesign:
         title="Sequence gate vs token-local gate vs no gate as the policy lag grows",
         paper="Article: Qwen2.5-Math, sequence-level admission stayed stable; a token-local version collapsed "
               "(AMC23 from a 51.9 peak to 26.3) with entropy rising sharply. The article gives no δ; "
-              "flashsim's is 3e-3 (the reference implementation's quick-start, NVIDIA-NeMo/labs-molt "
+              f"flashsim's is {fmt_sci(DEFAULT_DELTA)} (the reference implementation's quick-start, "
+              "NVIDIA-NeMo/labs-molt "
               "examples/scripts/quick_start/rl_flash_reinforce_r1d_1p5b.sh, sets 5e-3).",
         question="On ToolGridworld (trajectories of 4–20 tokens; B = 64), does the sequence gate end higher and "
                  "fall less from its peak than the token-local gate, and than no gate, at lag L ∈ {0..16}? The "
                  "learning rate sets how far the policy drifts in L updates; the knob is read in drift, the mean "
-                 "sequence KL D̄ in units of δ = 3e-3 (table below), and in acceptance rate. The headline is "
+                 f"sequence KL D̄ in units of δ = {fmt_sci(DEFAULT_DELTA)} (table below), and in acceptance rate. "
+                 "The headline is "
                  "L = 8 at lr 0.03, pre-registered by regime in issue 19: there the sequence gate admits about "
                  "90 % of trajectories (D̄ ≈ 0.4 δ), as on the project's tiny transformer (94–97 %); at lr 0.1 "
                  "and above the gate rejects most trajectories (D̄ ≳ 2 δ), the heavy-rejection regime. The "

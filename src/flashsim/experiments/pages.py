@@ -1,12 +1,13 @@
-"""Re-render the results pages from their committed stores: ``python -m scale.run.pages`` (all four).
+"""Every results page, and the replication summary across them (``python -m scale.run.pages`` writes all four).
 
 Each results page (the quick toy page ``docs/results.md``, the full-budget toy page, the transformer page and the
 follow-ups page) is written by :func:`~flashsim.experiments.report.write_report` from its claims' ``summary.json``
 files. Those files, the figures, ``per_seed.csv``, the probe tables (``probes.md``) and the collapse tests'
 ``fisher.json`` are committed beside each page under ``results/<claim>/``, so every page can be written again
-without its run: :func:`rerender` reads the committed stores and writes the page, the generated summaries
-(:mod:`flashsim.experiments.summaries`) included, with the same numbers. Use it after changing a discussion, the
-report's code or a design's prose; a new run writes its page with ``flashsim reproduce ... --report``.
+without its run: :func:`flashsim.experiments.report.rerender` reads the committed stores and writes the page,
+the generated summaries (:mod:`flashsim.experiments.summaries`) included, with the same numbers. Use it after
+changing a discussion, the report's code or a design's prose; a new run writes its page with
+``flashsim reproduce ... --report``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
-from flashsim.experiments.report import FOLLOW_UP_ABOUT, FOLLOW_UP_TITLE, SIMULATION_ABOUT, SIMULATION_TITLE
 
 
 @dataclass(frozen=True)
@@ -64,21 +63,6 @@ def out_dir(command: str) -> str:
     """The ``--out`` folder of a page's command (where its run kept its cells and warm-ups)."""
     words = command.split()
     return words[words.index("--out") + 1]
-
-
-def rerender(page: Page, root: Path | str = ".") -> Path:
-    """Write a simulator page under ``root`` again from the stores committed beside it (no cell is run); the
-    transformer page is :mod:`scale`'s (``python -m scale.run.pages`` re-renders it with the others)."""
-    from flashsim.experiments.registry import build_design
-    from flashsim.experiments.report import write_report
-
-    if page.family == "transformer":
-        raise ValueError("page: the transformer page is rendered by scale: python -m scale.run.pages transformer")
-    path = Path(root) / page.path
-    texts = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if page.family == "follow-ups" else {
-        "title": SIMULATION_TITLE, "about": SIMULATION_ABOUT}
-    designs = [build_design(claim, page.profile, page.seeds) for claim in page.claims]
-    return write_report(designs, path.parent / "results", path, command=page.command, family=page.family, **texts)
 
 
 def replication_text(docs: Path | str) -> str:

@@ -9,8 +9,8 @@ headline numbers beside the paper's, the verdict with where it flips along the k
 and a discussion. Every sentence that states a result is generated (:mod:`flashsim.experiments.summaries`); the
 hand-written parts explain: the discussion of each claim (``<assets>/discussion/<claim>.md``, written by a person
 after reading the run; otherwise a generated sentence) and ``discussion/intro.md``, which follows the *In short*.
-The quick page opens with the replication summary across every page (:mod:`flashsim.experiments.pages`, which also
-re-renders every page from the committed stores).
+The quick page opens with the replication summary across every page (:mod:`flashsim.experiments.pages`, the list of
+pages); :func:`rerender` writes a page again from its committed stores.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from flashsim.experiments.analysis import (
     fmt,
     fmt_interval,
     fmt_p,
+    fmt_sci,
     markdown_tables,
     pairs_text,
 )
 from flashsim.experiments.design import ClaimDesign
+from flashsim.experiments.pages import Page, replication_text
 from flashsim.experiments.probes import probe_design, probe_table
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
 from flashsim.experiments.runner import to_json
@@ -132,8 +134,9 @@ def _drift_table(summary: dict) -> str:
     if "sequence_kl" not in summary["metrics"]:
         return ""
     arms = summary["arms"]
-    lines = ["Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = 3e-3, this "
-             "project's default; the article gives no δ, the reference implementation's quick-start sets 5e-3):", "",
+    lines = [f"Drift (mean sequence KL D̄ between behaviour and learner, after warm-up; in units of δ = "
+             f"{fmt_sci(DEFAULT_DELTA)}, this project's default; the article gives no δ, the reference "
+             "implementation's quick-start sets 5e-3):", "",
              "| setting | " + " | ".join(a["label"] for a in arms) + " |", "|---|" + "---|" * len(arms)]
     for knob in summary["knob"]:
         cells = []
@@ -286,8 +289,6 @@ def _keep_assets(claim: str, source: Path, target: Path, summary: dict) -> Path:
 
 def _findings(report: Path) -> str:
     """The replication summary that opens the quick page, from every page's committed stores beside ``report``."""
-    from flashsim.experiments.pages import replication_text  # pages names the report's functions
-
     return replication_text(report.parent)
 
 
@@ -350,3 +351,17 @@ def write_report(
     report.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(report, text)
     return report
+
+
+def rerender(page: Page, root: Path | str = ".") -> Path:
+    """Write a simulator page under ``root`` again from the stores committed beside it (no cell is run); the
+    transformer page is :mod:`scale`'s (``python -m scale.run.pages`` re-renders it with the others)."""
+    from flashsim.experiments.registry import build_design  # the registry imports every claim's module
+
+    if page.family == "transformer":
+        raise ValueError("page: the transformer page is rendered by scale: python -m scale.run.pages transformer")
+    path = Path(root) / page.path
+    texts = {"title": FOLLOW_UP_TITLE, "about": FOLLOW_UP_ABOUT} if page.family == "follow-ups" else {
+        "title": SIMULATION_TITLE, "about": SIMULATION_ABOUT}
+    designs = [build_design(claim, page.profile, page.seeds) for claim in page.claims]
+    return write_report(designs, path.parent / "results", path, command=page.command, family=page.family, **texts)

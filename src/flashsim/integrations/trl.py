@@ -37,7 +37,7 @@ try:
 except ImportError as error:  # pragma: no cover - exercised where TRL is not installed
     raise ImportError("flashsim.integrations.trl needs TRL 1.16: pip install -e \".[conformance]\"") from error
 
-from flashsim.losses import batch_centered, check_loss_options, flash_reinforce_loss
+from flashsim.losses import DEFAULT_DELTA, batch_centered, check_loss_options, flash_reinforce_loss
 
 GRPO_ONLY = {
     "beta": "FlashREINFORCE has no KL penalty to a reference model",
@@ -78,7 +78,8 @@ class FlashReinforceConfig(GRPOConfig):
                                               "sampled-action Bernoulli KL exceeds gate_delta is rejected, and stays "
                                               "in the batch count), 'token' (per-token gate) or 'none'."})
     gate_delta: float | None = dataclasses.field(
-        default=None, metadata={"help": "Gate threshold δ (None: flashsim's 3e-3). Refused with gate='none'."})
+        default=None,
+        metadata={"help": f"Gate threshold δ (None: flashsim's {DEFAULT_DELTA:g}). Refused with gate='none'."})
 
     def __post_init__(self) -> None:
         defaults = {f.name: f.default for f in dataclasses.fields(self)}

@@ -51,7 +51,8 @@ def batch_centered_advantage(token_level_rewards: Tensor, response_mask: Tensor,
 
 def flash_reinforce_policy_loss(delta: float | None = None, gate: str = "sequence"):
     """verl's policy-loss interface around :func:`flashsim.losses.flash_reinforce_loss` with gate threshold
-    ``delta`` (None: flashsim's 3e-3) and ``gate`` (``"sequence"``, ``"token"``, ``"none"``), checked here."""
+    ``delta`` (None: flashsim's ``DEFAULT_DELTA``) and ``gate`` (``"sequence"``, ``"token"``, ``"none"``), checked
+    here."""
     options = check_loss_options(NAME, {"gate": gate, **({"delta": delta} if delta is not None else {})},
                                  where="flashsim.integrations.verl.register")
 
