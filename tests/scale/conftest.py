@@ -45,9 +45,12 @@ def ray_cluster(hermetic_ray):
     in this process, ``test_fleet_failure``'s runs by its address): each start took ~14 s on 2 busy cores, and those
     tests are about engine actors, not about starting a cluster (``test_ray_local_cluster`` and the chaos soak start
     their own). :class:`RayRollouts` joins it (Ray is initialised) and leaves it running at ``close``. Ray is
-    imported when a test asks for it, not at collection."""
+    imported when a test asks for it, not at collection. Started as a run starts its own, with the same retries of
+    a node that timed out in Ray's fixed 30 s registration (seen here at load 8 beside the soak's ``ray start``)."""
     ray = pytest.importorskip("ray")
-    ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    from scale.rollouts.ray_sources import _start_ray
+
+    _start_ray(ray, "local")
     yield ray
     ray.shutdown()
 
