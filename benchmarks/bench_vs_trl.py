@@ -118,15 +118,6 @@ def _problems() -> tuple[list[dict], list[dict]]:
 def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
     """Write ``train.jsonl``, ``test.jsonl`` and the warmed-up ``model/`` under ``out``, or reuse them when
     ``assets.json`` says they were built with the same task and warm-up; returns ``out``."""
-    import numpy as np
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    from scale.rollouts.prompts import PromptExample
-    from scale.rollouts.tokenizer import HFTokenizer
-    from scale.run.warmup import warmup
-
     model_dir, stamp = out / "model", out / "assets.json"
     built_with = {"prompt": PROMPT, "digits": DIGITS, "eval_prompts": EVAL_PROMPTS,
                   "warmup": [warmup_steps, WARMUP_BATCH, WARMUP_LR]}
@@ -135,6 +126,15 @@ def build_assets(out: Path, warmup_steps: int = WARMUP_STEPS) -> Path:
     if out.exists() and any(out.iterdir()):  # another task's or a half-built model must not be measured
         raise ValueError(f"--out: {out} holds assets built with other settings (or none finished); "
                          "give another --out")
+    import numpy as np  # here, not above: reusing or refusing assets needs no torch (seconds of imports)
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from scale.rollouts.prompts import PromptExample
+    from scale.rollouts.tokenizer import HFTokenizer
+    from scale.run.warmup import warmup
+
     torch.set_num_threads(1)  # a tiny model: more threads only contend (the arms run in their own processes)
     out.mkdir(parents=True, exist_ok=True)
     train, test = _problems()

@@ -112,6 +112,8 @@ def _peak_memory_mb(device: str) -> float:
 
 
 def train_trl(out: Path, device: str) -> None:
+    if device == "cpu":  # TRL generates with transformers here, but imports vLLM (and Ray) whenever installed:
+        sys.modules.setdefault("vllm", None)  # hidden from its check, half of this step's start-up on 2 cores
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer

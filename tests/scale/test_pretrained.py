@@ -34,7 +34,8 @@ def test_a_saved_model_and_tokenizer_train_through_the_model_option(tmp_path):
     hf_tokenizer.save_pretrained(tmp_path / "model")
     out = tmp_path / "run"
     sets = ["warmup.steps=3", "train.batch_size=8", "train.updates=2", "data.num_train=32", "data.num_test=8",
-            "loop.mode=sync", "log.progress=false", "rollout.max_new_tokens=10", "eval.greedy=false"]
+            "loop.mode=sync", "log.progress=false", "rollout.max_new_tokens=10", "eval.greedy=false",
+            "log.curves=false"]
     assert main(["train", "--config", "tiny_cpu", "--model", str(tmp_path / "model"), "--out", str(out),
                  *[x for s in sets for x in ("--set", s)]]) == 0
     summary = json.loads((out / "summary.json").read_text())
@@ -54,7 +55,7 @@ def test_a_saved_model_trains_with_vllm_rollouts_through_the_model_and_engine_op
     out = tmp_path / "run"
     sets = ["warmup.steps=0", "train.batch_size=8", "train.updates=3", "data.num_train=64", "data.num_test=8",
             "loop.trajectories_per_call=8", "loop.queue_size=8", "log.progress=false", "rollout.max_new_tokens=10",
-            "rollout.tools=false", "eval.greedy=false"]
+            "rollout.tools=false", "eval.greedy=false", "log.curves=false"]
     assert main(["train", "--config", "tiny_cpu", "--model", str(tmp_path / "model"), "--engine", "vllm",
                  "--out", str(out), *[x for s in sets for x in ("--set", s)]]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

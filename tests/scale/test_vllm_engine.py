@@ -112,7 +112,7 @@ def test_async_training_with_the_vllm_engine_finishes_and_logs_measured_lag(tmp_
     config = load_config("scale/configs/tiny_cpu.yaml", [
         "rollout.engine=vllm", "loop.mode=async", f"log.out={tmp_path}", "warmup.steps=20", "train.updates=4",
         "train.batch_size=16", "loop.trajectories_per_call=8", "loop.queue_size=16", "data.num_test=32", "eval.every=4",
-        "log.progress=false", "log.checkpoint_every=0",
+        "log.progress=false", "log.checkpoint_every=0", "log.curves=false",
     ])
     summary = Trainer(config).run()
     assert summary["updates"] == 4

