@@ -33,7 +33,7 @@ It reports the faults injected, the recoveries and the time each fault cost (the
 the run writes an update past the one it had reached, and that stall less one median update interval)::
 
     nice -n 5 python benchmarks/chaos_soak.py --out runs/chaos --seconds 600
-    python benchmarks/chaos_soak.py --out runs/chaos60 --seconds 60          # the CI version (test_chaos_soak.py)
+    python benchmarks/chaos_soak.py --out runs/chaos12 --seconds 12 --gap 4 6 --seed 1  # CI (test_chaos_soak.py)
 
 Figures: docs/performance.md, "scale: chaos soak".
 """
@@ -41,12 +41,14 @@ Figures: docs/performance.md, "scale: chaos soak".
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import hashlib
 import json
 import math
 import os
 import random
+import secrets
 import shutil
 import signal
 import socket
@@ -56,11 +58,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from benchmarks.chaos_report import KINDS, markdown  # noqa: E402
 from tests.scale.fleet_drill import command_line, descendants, environment  # noqa: E402
 
 SETS = ("model.dtype=float64", "loop.mode=async", "loop.num_workers=2", "learner.parallel=fsdp",
@@ -73,7 +77,6 @@ PLACEMENT_SETS = {"ray": ("loop.placement=ray", "loop.ray_address=auto"), "threa
 """The soak's run (besides ``--config tiny_cpu --out``); the last resume overrides ``train.updates``. One-digit
 products after 40 warm-up steps give most batches mixed rewards, so most updates move the weights (with 10 steps
 on the preset's task every reward was 0 and every update a no-op: a replay could not tell anything apart)."""
-KINDS = ("engine", "learner", "group")
 REPLAY_NOISE_FACTOR = 10.0
 """The replay may miss the checkpoint by at most this many times its own rounding noise (below). The run sums each
 gradient over 2 FSDP ranks and the replay in one process, so they round differently, and Adam on a tiny model
@@ -202,10 +205,25 @@ def _checkpoint_version(out: Path) -> int | None:
     return int(torch.load(path, weights_only=True)["version"]) if path.exists() else None
 
 
+_TOKENS: dict[str, str] = {}
+
+
+def ray_environment(ray_tmp: str) -> dict[str, str]:
+    """The environment of this soak's cluster and of its attempts: ``os.environ`` with the cluster's temp dir, no
+    ``RAY_ADDRESS``, and an authentication token of its own. With Ray's default, ``~/.ray/auth_token`` if it exists,
+    a cluster started before another Ray user on the machine wrote that file had no token, and every attempt that
+    read the file later lost all its engine actors at start (exit 3, "the rollout fleet is dead"; a fresh machine's
+    test suite, reproduced with an empty ``$HOME``)."""
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "token",
+           "RAY_AUTH_TOKEN": _TOKENS.setdefault(ray_tmp, secrets.token_hex(32))}
+    for key in ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(key, None)
+    return env
+
+
 def start_cluster(ray_tmp: str, tries: int = 5) -> None:
     """``ray start --head`` with its temp dir in ``ray_tmp`` (where ``--ray-address auto`` finds it)."""
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp}
-    env.pop("RAY_ADDRESS", None)
+    env = ray_environment(ray_tmp)
     ray = str(Path(sys.executable).with_name("ray"))
     for _ in range(tries):
         done = subprocess.run([ray, "start", "--head", "--port", _free_port(), "--num-cpus", "4",
@@ -260,9 +278,8 @@ class Run:
                    "--master-port", _free_port(), str(Path(__file__).resolve()), "worker", str(self.out / LEDGER),
                    "--", "train", "--config", "tiny_cpu", "--out", str(self.out),
                    *[x for s in (*self.sets, *extra) for x in ("--set", s)], *(["--resume"] if resume else [])]
-        env = {**os.environ, ATTEMPT: str(self.attempt), "RAY_TMPDIR": self.ray_tmp,
+        env = {**ray_environment(self.ray_tmp), ATTEMPT: str(self.attempt),
                "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        env.pop("RAY_ADDRESS", None)
         log = open(self.out.parent / f"{self.out.name}-attempt{self.attempt}.log", "w")  # noqa: SIM115
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
@@ -502,24 +519,33 @@ def _replay(chain: list[dict], initial: dict, checkpointed: Any, sets: tuple[str
     def distance(a: dict, b: dict) -> float:
         return max(float((a[k] - b[k]).abs().max()) for k in a)
 
-    def replay(entries: list[dict], start: dict) -> dict:
-        parts = build(_config(len(chain), sets))  # a fresh optimizer and schedule
-        parts.model.load_state_dict(start)
+    def replay(entries: list[dict], start: dict | None = None, parts: Any = None) -> Any:
+        """``entries`` applied to a fresh build from ``start``, or applied on to ``parts`` (a replay so far)."""
+        if parts is None:
+            parts = build(_config(len(chain), sets))  # a fresh optimizer and schedule
+            parts.model.load_state_dict(start)
         for entry in entries:
             step(parts, entry)
-        return parts.model.state_dict()
+        return parts
+
+    def weights(parts: Any) -> dict:
+        return parts.learner.model.state_dict()
 
     target = {k: v.detach().clone() for k, v in checkpointed.state_dict().items()}
     mixed = [i for i, e in enumerate(chain) if len({r["reward"] for r in e["rollouts"]}) > 1]
     k = mixed[-1] if mixed else len(chain) - 1  # the last update with a gradient (mixed rewards)
-    lost = distance(replay(chain[:k] + chain[k + 1:], initial), target)
-    repeated = distance(replay(chain[:k + 1] + chain[k:], initial), target)
-    replayed = replay(chain, initial)
+    # The three replays share their first k updates: replayed once, then copied (learner, model, optimizer and
+    # schedule together, so that the copy steps exactly as the original would).
+    prefix = replay(chain[:k], initial)
+    shared = SimpleNamespace(learner=prefix.learner, scheduler=prefix.scheduler)
+    lost = distance(weights(replay(chain[k + 1:], parts=copy.deepcopy(shared))), target)
+    repeated = distance(weights(replay(chain[k:k + 1] + chain[k:], parts=copy.deepcopy(shared))), target)
+    replayed = weights(replay(chain[k:], parts=shared))
     mismatch = distance(replayed, target)
     # The replay's own rounding noise: the same history from warmed-up weights one ulp away.
     nudged = {name: torch.nextafter(v, torch.full_like(v, math.inf)) if v.is_floating_point() else v
               for name, v in initial.items()}
-    noise = distance(replay(chain, nudged), replayed)
+    noise = distance(weights(replay(chain, nudged)), replayed)
     tolerance = max(REPLAY_TOLERANCE_FLOOR, REPLAY_NOISE_FACTOR * noise)
     return {"replay_probe_update": chain[k]["update"], "replay_max_abs_diff": mismatch,
             "replay_last_update_lost_diff": lost, "replay_last_update_repeated_diff": repeated,
@@ -536,35 +562,6 @@ def _metrics_ok(out: Path, updates: int) -> dict:
     ok = [r["update"] for r in jsonl] == expected and [int(float(r["update"])) for r in table] == expected
     json.loads((out / "summary.json").read_text())
     return {"metrics_parse": ok, "metrics_rows": len(jsonl)}
-
-
-def markdown(report: dict) -> str:
-    """The report as docs/performance.md shows it: one row per fault, then the checks; the sentence is made from
-    the numbers."""
-    c = report["checks"]
-    lines = ["| # | at (s) | kill | update reached | recovered after (s) | time lost (s) |",
-             "|---:|---:|---|---:|---:|---:|"]
-    for i, f in enumerate(report["faults"], 1):
-        rec = "not timed" if f["recovered_s"] is None else f"{f['recovered_s']:.1f}"
-        lost = "" if f.get("lost_s") is None else f"{f['lost_s']:.1f}"
-        lines.append(f"| {i} | {f['t']:.0f} | {f['kind']}{' (escalated)' if f.get('escalated') else ''} | "
-                     f"{f['update']} | {rec} | {lost} |")
-    kinds = {k: sum(f["kind"] == k for f in report["faults"]) for k in KINDS}
-    recovered = sum(f["recovered_s"] is not None for f in report["faults"])
-    verdict = "nothing lost or repeated" if c.get("passed") else "CHECKS FAILED"
-    lines += ["", f"{len(report['faults'])} faults ({', '.join(f'{n} {k}' for k, n in kinds.items())}) in "
-              f"{report['seconds']:.0f} s, {recovered} timed recoveries, {report['attempts']} launches (the first, a "
-              f"resume after each learner or group kill or failed start, the final 2-update resume), "
-              f"{report['leftover_processes_killed']} orphaned "
-              f"processes killed; median {report['median_update_s']:.2f} s per update between faults. "
-              f"Final run: {c.get('updates')} updates, {c.get('trajectories')} trajectories, "
-              f"{c.get('discarded_entries')} ledger entries discarded (updates redone after a resume). "
-              f"Replay: max |replayed - checkpointed| = {c.get('replay_max_abs_diff', float('nan')):.1e} "
-              f"(tolerance {c.get('replay_tolerance', float('nan')):.1e}, rounding noise "
-              f"{c.get('replay_rounding_noise', float('nan')):.1e}); "
-              f"last update lost: {c.get('replay_last_update_lost_diff', 0):.1e}, "
-              f"repeated: {c.get('replay_last_update_repeated_diff', 0):.1e}. Verdict: {verdict}."]
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

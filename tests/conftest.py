@@ -29,20 +29,25 @@ def one_torch_thread():
 
 
 LONGEST_FIRST = (
+    "tests/scale/test_chaos_soak.py",
+    "tests/scale/test_gpu_smoke.py",
+    "tests/scale/test_fleet_failure.py",
     "tests/scale/test_transformer_claims.py",
-    "tests/scale/test_own_model.py",
     "tests/scale/test_bench_vs_trl.py",
     "tests/scale/test_vllm_torchrun.py",
-    "tests/scale/test_own_data.py",
     "tests/test_tutorials.py",
-    "tests/scale/test_vllm_engine.py",
+    "tests/scale/test_ray_rollouts.py",
     "tests/scale/test_fsdp_run.py",
-    "tests/scale/test_fleet_failure.py",
-    "tests/scale/test_data_parallel.py",
     "tests/experiments/test_cli_reproduce.py",
+    "tests/scale/test_vllm_engine.py",
+    "tests/integrations/test_trl_two_processes.py",
+    "tests/scale/test_own_model.py",
+    "tests/scale/test_own_data.py",
+    "tests/scale/test_data_parallel.py",
 )
-"""Modules whose tests took the longest (over a minute each on 2 busy cores: docs/performance.md, "Test suite"),
-longest first. Only the order of the xdist schedule depends on it: a module missing here still runs."""
+"""Modules whose tests took the longest (docs/performance.md, "Test suite": the idle 2-core run of issue 43 and,
+for the CI-only ones, CI's durations), longest first. Only the order of the xdist schedule depends on it: a module
+missing here still runs."""
 
 
 def _worksteal_slices(count: int, workers: int) -> list[int]:

@@ -134,11 +134,19 @@ def _files(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*.json"))}
 
 
+def _run_tiny_here(out: Path, monkeypatch) -> None:
+    """:data:`_TINY` in this process (not about the process boundary: no interpreter and torch import to pay)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(sys, "argv", ["-c", str(out)])
+        exec(compile(_TINY, "<tiny>", "exec"), {"__name__": "__tiny__"})
+
+
 @pytest.mark.slow
-def test_the_driver_resumes_after_sigkill_with_the_same_cells_as_a_clean_run(tmp_path):
+def test_the_driver_resumes_after_sigkill_with_the_same_cells_as_a_clean_run(tmp_path, monkeypatch):
+    """The killed driver is a process killed by its PID; the clean run and the resume run in this process."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     clean, killed = tmp_path / "clean", tmp_path / "killed"
-    subprocess.run([sys.executable, "-c", _TINY, str(clean)], check=True, env=env, capture_output=True)
+    _run_tiny_here(clean, monkeypatch)
     process = subprocess.Popen([sys.executable, "-c", _TINY, str(killed)], env=env, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while len(list(killed.rglob("*.json"))) < 3 and time.monotonic() < deadline:
@@ -148,7 +156,7 @@ def test_the_driver_resumes_after_sigkill_with_the_same_cells_as_a_clean_run(tmp
     partial = _files(killed)
     assert 3 <= len(partial) < len(_files(clean))
     assert not list(killed.rglob("*.tmp"))  # atomic: no half-written cell left behind
-    subprocess.run([sys.executable, "-c", _TINY, str(killed)], check=True, env=env, capture_output=True)
+    _run_tiny_here(killed, monkeypatch)
     assert _files(killed) == _files(clean)
     verdict = [json.loads(t) for name, t in _files(clean).items() if "_s39" in name]
     assert {r["arm"] for r in verdict} == {"flash", "grpo"} and len(verdict) == 4

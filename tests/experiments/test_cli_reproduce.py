@@ -1,6 +1,12 @@
-"""``flashsim reproduce`` through a subprocess: a smoke run, and a sweep killed with SIGKILL that resumes
-to byte-identical files."""
+"""``flashsim reproduce``: a smoke run, a follow-up by name, and a sweep killed with SIGKILL (a subprocess, killed by
+its process group from outside) that resumes to byte-identical files.
 
+The runs that are not about the process boundary run in this process (``main([...])``): each ``python -m flashsim``
+costs a torch import and, with ``--jobs 2``, two more in its spawned workers (docs/performance.md, "Test suite").
+"""
+
+import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -23,22 +29,41 @@ def reproduce(out, *extra, **kwargs):
                             start_new_session=True, **kwargs)
 
 
+def reproduce_here(*argv: str) -> tuple[int, str]:
+    """``flashsim reproduce ARGV --no-progress`` in this process: (exit status, stdout and stderr)."""
+    from flashsim.cli import main
+
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        status = main(["reproduce", *argv, "--no-progress"])
+    return status, output.getvalue()
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """One clean run of C4 and C5 with the report: the smoke test reads it, the SIGKILL test compares with it."""
+    root = tmp_path_factory.mktemp("smoke")
+    status, output = reproduce_here(*CLAIMS, "--smoke", "--out", str(root / "out"), "--jobs", "1",
+                                    "--report", str(root / "docs" / "results.md"))
+    return root, status, output
+
+
 @pytest.mark.slow
-def test_reproduce_smoke_prints_verdicts_and_writes_the_report(tmp_path):
-    process = reproduce(tmp_path / "out", "--jobs", "1", "--report", str(tmp_path / "docs" / "results.md"))
-    output, _ = process.communicate(timeout=600)
-    assert process.returncode == 0, output
+def test_reproduce_smoke_prints_verdicts_and_writes_the_report(smoke_run):
+    root, status, output = smoke_run
+    assert status == 0, output
     assert "C4: auc: signed > positive_only at gridworld:" in output
-    text = (tmp_path / "docs" / "results.md").read_text()
+    text = (root / "docs" / "results.md").read_text()
     assert "## C5" in text and "flashsim reproduce C4 C5 --smoke --seeds 2" in text
-    assert (tmp_path / "docs" / "results" / "C4" / "C4.png").exists()
+    assert (root / "docs" / "results" / "C4" / "C4.png").exists()
 
 
 @pytest.mark.slow
-def test_a_sweep_killed_with_sigkill_resumes_to_the_same_files(tmp_path):
-    reference = reproduce(tmp_path / "reference", "--jobs", "2")
-    output, _ = reference.communicate(timeout=600)
-    assert reference.returncode == 0, output
+def test_a_sweep_killed_with_sigkill_resumes_to_the_same_files(smoke_run, tmp_path):
+    """The killed sweep is a ``python -m flashsim`` process group with two workers; the resume (not about the
+    process boundary) and the clean run it is compared with run in this process, one cell at a time."""
+    reference, status, output = smoke_run[0] / "out", smoke_run[1], smoke_run[2]
+    assert status == 0, output
 
     out = tmp_path / "killed"
     process = reproduce(out, "--jobs", "2")
@@ -52,12 +77,11 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_files(tmp_path):
     done = len(list(Path(out).glob("*/cells/*.json")))
     assert 3 <= done < CELLS
 
-    resumed = reproduce(out, "--jobs", "2")
-    output, _ = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, output
+    status, output = reproduce_here(*CLAIMS, "--smoke", "--out", str(out), "--jobs", "1")
+    assert status == 0, output
     assert f"ran {CELLS - done} cells ({done} already done)" in output
     files = {name: data for name, data in snapshot(out).items() if not name.endswith(".png")}
-    expected = {name: data for name, data in snapshot(tmp_path / "reference").items() if not name.endswith(".png")}
+    expected = {name: data for name, data in snapshot(reference).items() if not name.endswith(".png")}
     assert files == expected
 
 
@@ -92,10 +116,9 @@ def test_cells_of_the_former_format_are_refused_and_left_as_they_are(tmp_path, c
 
 @pytest.mark.slow
 def test_a_follow_up_runs_by_name_on_its_own_page_with_per_seed_numbers(tmp_path):
-    command = [sys.executable, "-m", "flashsim", "reproduce", "C1size", "--smoke", "--out", str(tmp_path / "out"),
-               "--no-progress", "--jobs", "1", "--report", str(tmp_path / "docs" / "follow-ups.md")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    status, output = reproduce_here("C1size", "--smoke", "--out", str(tmp_path / "out"), "--jobs", "1",
+                                    "--report", str(tmp_path / "docs" / "follow-ups.md"))
+    assert status == 0, output
     text = (tmp_path / "docs" / "follow-ups.md").read_text()
     assert text.startswith("# Follow-up experiments") and "## C1size" in text and "(claimed 2)" in text
     rows = (tmp_path / "docs" / "results" / "C1size" / "per_seed.csv").read_text().splitlines()

@@ -6,6 +6,7 @@ The whole folder is skipped when the ``scale`` extra (transformers, pyyaml) is n
 import contextlib
 import importlib.util
 import os
+import secrets
 import shutil
 import tempfile
 
@@ -19,11 +20,16 @@ if importlib.util.find_spec("transformers") is None or importlib.util.find_spec(
 def hermetic_ray():
     """Ray's temp dir is this session's own (``$RAY_TMPDIR``, inherited by the runs the tests start), and
     ``$RAY_ADDRESS`` is unset: no test joins or reads the record of a cluster that another session, a helper
-    or an old ``ray start`` left on the machine. Short (under /tmp): Ray's socket paths must stay < 108 bytes."""
-    saved = {key: os.environ.get(key) for key in ("RAY_TMPDIR", "RAY_ADDRESS")}
+    or an old ``ray start`` left on the machine. Short (under /tmp): Ray's socket paths must stay < 108 bytes.
+    Token authentication uses a token of the session's own (``$RAY_AUTH_TOKEN``), not ``~/.ray/auth_token``,
+    which the first Ray start on a fresh machine writes: a cluster started before that file existed had no token,
+    and a run joining it after had one (benchmarks/chaos_soak.py, ``ray_environment``)."""
+    keys = ("RAY_TMPDIR", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    saved = {key: os.environ.get(key) for key in keys}
     folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-    os.environ["RAY_TMPDIR"] = folder
+    os.environ.update(RAY_TMPDIR=folder, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     os.environ.pop("RAY_ADDRESS", None)
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
     yield folder
     for key, value in saved.items():
         if value is None:
@@ -31,6 +37,22 @@ def hermetic_ray():
         else:
             os.environ[key] = value
     shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(hermetic_ray):
+    """One local Ray cluster shared by the Ray tests of a session (``test_ray_rollouts``, ``test_engine_restarts``
+    in this process, ``test_fleet_failure``'s runs by its address): each start took ~14 s on 2 busy cores, and those
+    tests are about engine actors, not about starting a cluster (``test_ray_local_cluster`` and the chaos soak start
+    their own). :class:`RayRollouts` joins it (Ray is initialised) and leaves it running at ``close``. Ray is
+    imported when a test asks for it, not at collection. Started as a run starts its own, with the same retries of
+    a node that timed out in Ray's fixed 30 s registration (seen here at load 8 beside the soak's ``ray start``)."""
+    ray = pytest.importorskip("ray")
+    from scale.rollouts.ray_sources import _start_ray
+
+    _start_ray(ray, "local")
+    yield ray
+    ray.shutdown()
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
-"""The chaos soak's CI version (``benchmarks/chaos_soak.py``, 60 s of faults): random SIGKILLs of engine actors,
-of a learner rank and of the whole process group, each resumed as a supervisor would; the ledger shows each
-update once and each trajectory at most once, a replay of the recorded updates lands on the checkpoint's
-weights (and would miss them with an update lost or repeated), the metrics files parse."""
+"""The chaos soak's CI version (``benchmarks/chaos_soak.py``, a short window of faults): SIGKILLs of an engine
+actor and of a learner rank, the run resumed as a supervisor would; the ledger shows each update once and each
+trajectory at most once, a replay of the recorded updates lands on the checkpoint's weights (and would miss them
+with an update lost or repeated), the metrics files parse. The 10-minute soak (all three kinds of fault, the
+whole job killed too) is the benchmark's (docs/performance.md, "scale: chaos soak")."""
 
 import importlib.util
 from pathlib import Path
@@ -22,14 +23,21 @@ def _soak_module():
     return module
 
 
-def test_a_60_second_chaos_soak_loses_and_repeats_nothing(tmp_path):
+def test_a_chaos_soak_with_an_engine_and_a_learner_kill_loses_and_repeats_nothing(tmp_path):
+    """Long (three launches of a 2-rank torchrun job with Ray actors, then four replays): a whole soak in small.
+
+    Seed 1 draws an engine kill 4.3 s after the first update, then a learner kill 4.2 s later (the kinds do not
+    depend on the gaps, the times do); the window closes before the resumed run could be up for a third fault.
+    (``seconds=60, gap=(12, 20)`` drew the same engine and learner kills at 13 and 26 s, then a second engine kill
+    if the resumed run was up by 43 s, and ran on to 60 s: about 30 s more, testing nothing else.)"""
     pytest.importorskip("ray")
     soak = _soak_module()
-    report = soak.soak(tmp_path / "run", seconds=60, seed=1, gap=(12.0, 20.0))
+    report = soak.soak(tmp_path / "run", seconds=12, seed=1, gap=(4.0, 6.0))
     checks = report["checks"]
     print({k: v for k, v in report.items() if k != "checks"}, checks)
     assert report["final_exit"] == 0, report["exits"]
-    assert report["faults"], "no fault was injected"
+    assert [f["kind"] for f in report["faults"]] == ["engine", "learner"], report["faults"]
+    assert report["faults"][1]["recovered_s"] is not None, report  # the resumed run trained past the kill
     assert checks["chain"] and checks["per_attempt_once"] and checks["each_trajectory_once"], checks
     assert checks["sampled_before_update"] and checks["metrics_parse"], checks
     assert checks["replay_max_abs_diff"] <= checks["replay_tolerance"] < checks["replay_last_update_lost_diff"], checks

@@ -11,19 +11,10 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]  # the session's cluster (conftest.py)
 
 RESTART_BOUND_S = 60.0
 """The test's bound on kill → replacement delivering (measured ~6 s on 2 busy cores; notes/fleet.md)."""
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_cluster():
-    """One local Ray cluster of the module's own (imported when a test runs, not at collection)."""
-    ray = pytest.importorskip("ray")
-    ray.init(address="local", include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 def _hang_forever():

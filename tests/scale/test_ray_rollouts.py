@@ -10,13 +10,7 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_installed():
-    """Imported when a test runs, not at collection (importing Ray takes ~3 s of every collection)."""
-    pytest.importorskip("ray")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]  # the session's cluster (conftest.py)
 
 
 def test_an_engine_crash_is_survived_with_every_prompt_delivered_once_from_current_weights(tokenizer):

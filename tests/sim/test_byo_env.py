@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -59,14 +57,14 @@ def test_a_non_discrete_env_is_refused_naming_the_space(env):
 
 
 @pytest.mark.slow
-def test_the_cli_trains_frozen_lake_and_refuses_cartpole(tmp_path):
-    command = [sys.executable, "-m", "flashsim", "train", "--no-progress", "--json", "--updates", "3",
-               "--batch-size", "16"]
-    done = subprocess.run([*command, "--env", "FrozenLake-v1", "--out", str(tmp_path / "frozen")],
-                          capture_output=True, text=True, check=True)
-    summary = json.loads(done.stdout)
+def test_the_cli_trains_frozen_lake_and_refuses_cartpole(tmp_path, capsys):
+    """Through ``flashsim.cli.main`` in this process (the command's parsing, run and JSON; not its process start)."""
+    from flashsim.cli import main
+
+    command = ["train", "--no-progress", "--json", "--updates", "3", "--batch-size", "16"]
+    assert main([*command, "--env", "FrozenLake-v1", "--out", str(tmp_path / "frozen")]) == 0
+    summary = json.loads(capsys.readouterr().out)
     assert summary["env"] == "FrozenLake-v1" and np.isfinite(summary["success_train"])
     assert summary["optimum_is_exact"] is False
-    refused = subprocess.run([*command, "--env", "CartPole-v1", "--out", str(tmp_path / "cart")],
-                             capture_output=True, text=True)
-    assert refused.returncode == 2 and "observation space is Box" in refused.stderr
+    code = main([*command, "--env", "CartPole-v1", "--out", str(tmp_path / "cart")])
+    assert code == 2 and "observation space is Box" in capsys.readouterr().err

@@ -1,22 +1,23 @@
-"""``flashsim variance`` run as a user runs it: through a subprocess, at a tiny budget."""
+"""``flashsim variance`` at a tiny budget, through ``main`` in this process (``python -m flashsim`` as a process is
+tests/test_cli.py's business)."""
 
 import csv
 
 import pytest
 
 from flashsim.cli import build_parser, main
-from tests.flashsim_command import run_flashsim
 
 
 @pytest.mark.slow
-def test_variance_command_writes_a_table_csv_and_plots(tmp_path):
-    result = run_flashsim(
+def test_variance_command_writes_a_table_csv_and_plots(tmp_path, capsys):
+    code = main([
         "variance", "--env", "bandit", "--estimators", "flash_reinforce,grpo,rloo:groups", "--budget", "8,16",
         "--group-size", "2,4", "--lags", "0,2", "--batches", "8", "--bootstrap", "10", "--steps", "4",
         "--out", str(tmp_path),
-    )
-    assert result.returncode == 0, result.stderr
-    assert "flash_reinforce" in result.stdout and "between" in result.stdout
+    ])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "flash_reinforce" in out and "between" in out
     with (tmp_path / "variance.csv").open() as file:
         rows = list(csv.DictReader(file))
     # per lag: flash_reinforce at 2 budgets + (grpo, rloo:groups) at 2 budgets x 2 group sizes

@@ -29,6 +29,7 @@ Glossary: B trajectories, T token slots, G trajectories per group.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -201,13 +202,25 @@ def loss_batches(
     ...     assert 2 <= batch.batch_size <= 4 and bool((batch.lengths >= 1).all())
     >>> test_every_trajectory_has_a_policy_token()
     """
-    from hypothesis import strategies as st
-
     _check_range("batch_size", batch_size, at_least=1)
     _check_range("width", width, at_least=1)
     _check_options(dtype, max_drift, min_log_prob, padding)
     if group_size is not None:
         _check_group_size(group_size, batch_size)
+    options = (dtype, batch_size, width, max_drift, min_log_prob, padding, rewards, group_size, equal_lengths,
+               contiguous_groups)
+    try:
+        hash(options)
+    except TypeError:  # a list for a range: built for this call only
+        return _build_loss_batches(*options)
+    return _cached_loss_batches(*options)
+
+
+def _build_loss_batches(dtype, batch_size, width, max_drift, min_log_prob, padding, rewards, group_size,
+                        equal_lengths, contiguous_groups) -> SearchStrategy[LossBatch]:
+    """The strategy of :func:`loss_batches` (its options checked)."""
+    from hypothesis import strategies as st
+
     # 0/1 rewards, decimal partial credit (0.7: its mean over a group is inexact) and any float.
     decimals = st.integers(-100, 100).map(lambda k: k / 100)
     reward = rewards if rewards is not None else st.one_of(st.sampled_from([0.0, 1.0]), decimals, st.floats(-1.0, 1.0))
@@ -230,6 +243,13 @@ def loss_batches(
         return _assemble(log_probs, drift, reward_values, mask, group_ids, junk_values, dtype)
 
     return draw_batch()
+
+
+_cached_loss_batches = functools.lru_cache(maxsize=None, typed=True)(_build_loss_batches)
+"""One strategy per set of options: wrapping ``draw_batch`` in ``st.composite`` parses its source (about 6 ms), and
+the invariants of :func:`flashsim.testing.check_loss` ask for a strategy in every example (a quarter of its time).
+The draws are the same as with a new strategy each time. Unbounded: the callers use a few dozen option sets (a
+numeric ``maxsize`` would also be a new constant of this module, which hypothesis samples from in seeded runs)."""
 
 
 def _check_group_size(group_size: int, batch_size: tuple[int, int]) -> None:
