@@ -88,11 +88,11 @@ def load_pretrained(path_or_id: str, *, dtype: str = "auto", device: str = "cpu"
     What cannot load (no such directory, a tokenizer or weights that do not load) is a one-line ``ValueError``
     naming the model and the part that failed.
     """
+    check_model_source(path_or_id)  # before importing transformers (seconds): a mistyped path is reported at once
     import transformers
     from packaging.version import Version
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    check_model_source(path_or_id)
     try:  # the tokenizer first: it is cheap, and its files are the ones a hand-made directory most often lacks
         hf_tokenizer = AutoTokenizer.from_pretrained(path_or_id)
     except Exception as error:  # transformers and tokenizers raise many types for a bad or missing file

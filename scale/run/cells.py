@@ -76,7 +76,8 @@ def run_transformer_cell(config: Config) -> dict[str, Any]:
 
 def _train_cell(config: Config) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="flashsim_tclaim_") as folder:
-        log = dataclasses.replace(config.log, out=folder, progress=False)
+        # The run directory is thrown away: no curves.png (drawing it took longer than a smoke cell's training).
+        log = dataclasses.replace(config.log, out=folder, progress=False, curves=False)
         from scale.run.trainer import Trainer  # the trainer imports torch and transformers: only in the worker
 
         Trainer(dataclasses.replace(config, log=log)).run()

@@ -102,7 +102,7 @@ def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path, extra):
     def config(out, updates):
         return load_config(ROOT / "scale/configs/tiny_cpu.yaml",
                            TINY + [f"log.out={out}", f"train.updates={updates}", "loop.mode=sync", "eval.every=100",
-                                   *extra])
+                                   "log.curves=false", *extra])
 
     straight = Trainer(config(tmp_path / "a", 5))
     straight.run()

@@ -67,19 +67,23 @@ def test_data_parallel_learner_needs_an_initialised_process_group(float64_model)
 def test_training_with_two_data_parallel_learners_matches_one_learner(tmp_path):
     """``torchrun --nproc-per-node 2 -m scale train``: rank 0 samples, both ranks step on their half."""
     sets = ["loop.mode=sync", "warmup.steps=10", "train.updates=2", "train.batch_size=16", "data.num_test=16",
-            "eval.every=2", "log.progress=false", "log.checkpoint_every=0"]
+            "eval.every=2", "log.progress=false", "log.checkpoint_every=0",
+            "data.max_operand=9", "data.num_train=64"]  # one-digit products: update 1 has rewards, so a gradient
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     runs = {}
     for name, launcher in (("one", []), ("two", ["-m", "torch.distributed.run", "--nnodes", "1",
                                                   "--nproc-per-node", "2", "--master-port", _free_port()])):
+        curves = ["log.curves=false"] if name == "one" else []  # curves.png: drawn by the torchrun run (rank 0)
         command = [sys.executable, *launcher, "-m", "scale", "train", "--config", "tiny_cpu",
-                   "--out", str(tmp_path / name), *[x for s in sets for x in ("--set", s)]]
+                   "--out", str(tmp_path / name), *[x for s in sets + curves for x in ("--set", s)]]
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
         runs[name] = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in runs["two"]] == [0, 1, 2]  # rank 0 alone writes, each row once
+    assert (tmp_path / "two" / "curves.png").stat().st_size > 0
     one, two = runs["one"][1], runs["two"][1]  # update 1: same weights, same batch
     assert one["learner/ranks"] == 1 and two["learner/ranks"] == 2
+    assert one["grad/norm"] > 0
     assert two["rollout/reward"] == one["rollout/reward"]
     assert two["loss/policy"] == pytest.approx(one["loss/policy"], rel=1e-5, abs=1e-7)
     assert two["grad/norm"] == pytest.approx(one["grad/norm"], rel=1e-5)

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SETS = ["loop.mode=sync", "warmup.steps=10", "train.batch_size=16", "data.num_test=16", "eval.every=2",
-        "log.progress=false", "log.checkpoint_every=2"]
+        "log.progress=false", "log.checkpoint_every=2", "log.curves=false"]
+"""No curves.png: no test here reads it, and drawing it cost each run about a second (it is drawn under torchrun in
+``test_data_parallel.py``)."""
 
 
 def _free_port() -> str:
@@ -48,13 +50,25 @@ def _run(command: list[str]) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_an_fsdp_run_matches_the_ddp_run(tmp_path):
-    runs = {}
-    for parallel in ("ddp", "fsdp"):
-        _run(_command(tmp_path / parallel, 2, "train.updates=2", f"learner.parallel={parallel}"))
-        runs[parallel] = _rows(tmp_path / parallel)
-    assert [r["update"] for r in runs["fsdp"]] == [0, 1, 2]
-    ddp, fsdp = runs["ddp"][1], runs["fsdp"][1]  # update 1: same weights, same batch
+COMPARED = ("train.updates=3", "data.max_operand=9", "data.num_train=64", "train.learning_rate=1e-2")
+"""The FSDP run two tests read, and the DDP run it is compared with: one-digit products give the first update a
+gradient after the 10 warm-up steps (the two-digit task's rewards were all 0 there, and so were the loss and the
+gradient the two runs were compared on), and learning rate 1e-2 moves the weights far between updates."""
+
+
+@pytest.fixture(scope="module")
+def fsdp_rows(tmp_path_factory) -> list[dict]:
+    """The metrics rows of a synchronous 2-rank FSDP run of :data:`COMPARED` (one torchrun job for two tests)."""
+    out = tmp_path_factory.mktemp("fsdp") / "run"
+    _run(_command(out, 2, *COMPARED, "learner.parallel=fsdp", "rollout.engine=transformers"))
+    return _rows(out)
+
+
+def test_an_fsdp_run_matches_the_ddp_run(fsdp_rows, tmp_path):
+    _run(_command(tmp_path / "ddp", 2, *COMPARED, "learner.parallel=ddp", "rollout.engine=transformers"))
+    assert [r["update"] for r in fsdp_rows] == [0, 1, 2, 3]
+    ddp, fsdp = _rows(tmp_path / "ddp")[1], fsdp_rows[1]  # update 1: same weights, same batch
+    assert fsdp["grad/norm"] > 0
     assert fsdp["learner/ranks"] == 2
     assert fsdp["rollout/reward"] == ddp["rollout/reward"]
     assert fsdp["loss/policy"] == pytest.approx(ddp["loss/policy"], rel=1e-5, abs=1e-7)
@@ -84,16 +98,12 @@ def test_an_fsdp_run_killed_resumes_with_each_row_once_and_then_on_one_rank(tmp_
     assert sorted(p.name for p in (out / "checkpoint").iterdir()) == [f"sharded-{updates + 2}", "state.pt"]
 
 
-def test_an_fsdp_learner_publishes_its_gathered_weights_to_the_engines(tmp_path):
+def test_an_fsdp_learner_publishes_its_gathered_weights_to_the_engines(fsdp_rows):
     """Synchronous, so every batch is sampled by the weights of the step before (lag 0): the learner's
-    recomputed log-probs equal the engine's only if each step's gathered full weights reached the engine.
-    One-digit products after a longer warm-up give the first update a gradient, and learning rate 1e-2
-    moves the weights far. The vLLM engine's variant is in ``test_vllm_torchrun.py``."""
-    engine = "transformers"
-    out = tmp_path / engine
-    _run(_command(out, 2, "train.updates=3", "learner.parallel=fsdp", f"rollout.engine={engine}", "warmup.steps=40",
-                  "data.max_operand=9", "data.num_train=64", "train.learning_rate=1e-2"))
-    rows = _rows(out)[1:]
+    recomputed log-probs equal the engine's only if each step's gathered full weights reached the engine
+    (:data:`COMPARED` gives the first update a gradient and moves the weights far). The vLLM engine's variant is
+    in ``test_vllm_torchrun.py``."""
+    rows = fsdp_rows[1:]
     assert [r["update"] for r in rows] == [1, 2, 3]
     assert rows[0]["grad/norm"] > 0
     for row in rows:

@@ -4,9 +4,10 @@ for what a user mistypes there.
 The set-up, all built here (nothing downloaded): a tiny untrained ``LlamaForCausalLM`` saved with
 ``save_pretrained`` beside a byte-level BPE tokenizer trained with ``tokenizers`` and given a chat template;
 ``demos.jsonl`` (chat prompts with the answers to learn), ``prompts.jsonl`` and ``test.jsonl`` (the same
-task without demonstrations), and ``my_rewards.py`` in the working directory. ``python -m scale warmup``
-fine-tunes the model on the demonstrations into a new directory; ``python -m scale train`` trains that one
-with GRPO and the reward file, with neither ``PYTHONPATH`` nor ``--warmup.steps 0``.
+task without demonstrations), and ``my_rewards.py`` in the working directory. The ``warmup`` command
+(through ``main()`` in this process) fine-tunes the model on the demonstrations into a new directory;
+``python -m scale train`` trains that one with GRPO and the reward file, with neither ``PYTHONPATH`` nor
+``--warmup.steps 0``.
 
 Every error case runs ``python -m scale`` in a subprocess, as a user does, and checks exit status 2, one
 line on stderr that names what is wrong, and no output directory.
@@ -84,10 +85,15 @@ def _scale(workdir, *arguments: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_your_own_demonstrations_warm_up_your_model_which_then_trains_with_your_reward_file(workdir):
-    warmed = _scale(workdir, "warmup", "--model", "my_model", "--data", "demos.jsonl", "--out", "my_model_sft",
-                    "--steps", "40", "--batch-size", "16", "--learning-rate", "1e-2", "--no-progress")
-    assert warmed.returncode == 0, warmed.stderr[-3000:]
+def test_your_own_demonstrations_warm_up_your_model_which_then_trains_with_your_reward_file(workdir, monkeypatch):
+    """The warm-up runs through ``main()`` in this process (``python -m scale warmup`` starts in a subprocess in the
+    error cases below); the training run, which imports the reward file from the working directory, in a
+    subprocess as a user runs it."""
+    from scale.run.cli import main
+
+    monkeypatch.chdir(workdir)
+    assert main(["warmup", "--model", "my_model", "--data", "demos.jsonl", "--out", "my_model_sft", "--steps", "40",
+                 "--batch-size", "16", "--learning-rate", "1e-2", "--no-progress"]) == 0
     report = json.loads((workdir / "my_model_sft" / "warmup.json").read_text())
     assert report["demonstrations"] == 64 and report["loss_last"] < 0.5 * report["loss_first"]
     saved = {p.name for p in (workdir / "my_model_sft").iterdir()}
@@ -96,7 +102,8 @@ def test_your_own_demonstrations_warm_up_your_model_which_then_trains_with_your_
     trained = _scale(workdir, "train", "--model", "my_model_sft", "--data.train", "prompts.jsonl",
                      "--data.test", "test.jsonl", "--reward", "my_rewards.py:score", "--algo", "grpo",
                      "--train.updates", "2", "--train.batch-size", "16", "--loop.mode", "sync",
-                     "--rollout.max-new-tokens", "6", "--no-eval.greedy", "--no-log.progress", "--out", "run")
+                     "--rollout.max-new-tokens", "6", "--no-eval.greedy", "--no-log.progress", "--no-log.curves",
+                     "--out", "run")
     assert trained.returncode == 0, trained.stderr[-3000:]
     [start] = [line for line in trained.stderr.splitlines() if line.startswith("scale train: ")]
     assert start.startswith("scale train: grpo, G = 8 trajectories per prompt (LOSSES['grpo'].group_size")

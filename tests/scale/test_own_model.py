@@ -77,17 +77,24 @@ def own_model(tmp_path_factory):
     return root
 
 
-def _train(own_model, out, engine: str, *extra: str) -> list[dict]:
-    # A subprocess, as a user runs it; in this process a finished vLLM engine would also tear down vLLM's
-    # global parallel groups under the module-scoped engine of test_vllm_engine.py in the same xdist worker.
-    command = [sys.executable, "-m", "scale", "train", "--model", str(own_model / "model"),
-               "--data.train", str(own_model / "train.jsonl"),
-               "--data.test", str(own_model / "test.jsonl"), "--warmup.steps", "0", "--engine", engine,
-               "--rollout.tools", "--rollout.max-new-tokens", "24", "--train.batch-size", "8",
-               "--loop.trajectories-per-call", "8", "--loop.queue-size", "8", "--no-eval.greedy",
-               "--no-log.progress", "--out", str(out), *extra]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
+def _train(own_model, out, engine: str, *extra: str, in_process: bool = False) -> list[dict]:
+    """``python -m scale train`` in a subprocess, as a user runs it; in this process a finished vLLM engine would
+    also tear down vLLM's global parallel groups under the module-scoped engine of test_vllm_engine.py in the same
+    xdist worker. ``in_process``: through the same ``main()`` here (no interpreter start with torch and
+    transformers, most of a tiny run's seconds)."""
+    arguments = ["train", "--model", str(own_model / "model"), "--data.train", str(own_model / "train.jsonl"),
+                 "--data.test", str(own_model / "test.jsonl"), "--warmup.steps", "0", "--engine", engine,
+                 "--rollout.tools", "--rollout.max-new-tokens", "24", "--train.batch-size", "8",
+                 "--loop.trajectories-per-call", "8", "--loop.queue-size", "8", "--no-eval.greedy",
+                 "--no-log.progress", "--no-log.curves", "--out", str(out), *extra]
+    if in_process:
+        from scale.run.cli import main
+
+        assert main(arguments) == 0
+    else:
+        result = subprocess.run([sys.executable, "-m", "scale", *arguments], capture_output=True, text=True,
+                                timeout=600, check=False)
+        assert result.returncode == 0, result.stderr[-3000:]
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
@@ -119,7 +126,8 @@ def test_your_own_model_and_prompt_files_train_with_a_multi_token_tool_stop_and_
     out = tmp_path / "run"
     first = _train(own_model, out, engine, "--train.updates", "2")
     assert [r["update"] for r in first] == [0, 1, 2]
-    rows = _train(own_model, out, engine, "--train.updates", "3", "--resume")
+    # The transformers engine's resume runs in this process: the first run already went through the entry point.
+    rows = _train(own_model, out, engine, "--train.updates", "3", "--resume", in_process=engine == "transformers")
     assert [r["update"] for r in rows] == [0, 1, 2, 3]  # each update once: the resumed run appended update 3
     assert rows[:3] == first
     steps = rows[1:]

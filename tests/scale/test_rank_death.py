@@ -40,7 +40,7 @@ def test_a_killed_learner_rank_stops_the_job_within_the_bound_and_resume_complet
     out = tmp_path / "run"
     sets = [f"log.out={out}", "loop.mode=sync", "warmup.steps=10", f"train.updates={UPDATES}", "train.batch_size=8",
             "data.num_test=16", "eval.every=3", "log.checkpoint_every=2", "log.progress=false",
-            "train.process_group_timeout_s=30"]
+            "train.process_group_timeout_s=30", "log.curves=false"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
     def command() -> list[str]:
