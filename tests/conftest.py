@@ -8,8 +8,42 @@ before any function-scoped fixture): the own-model fixture's warm-up took 149 s 
 (load ≈ 15, docs/performance.md "Test suite").
 """
 
+import os
+import secrets
+import shutil
+import tempfile
+
 import pytest
 import torch
+
+RAY_KEYS = ("RAY_TMPDIR", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def pytest_configure(config):
+    """Ray is hermetic in every test process: its temp dir is this process's own (``$RAY_TMPDIR``, inherited by the
+    runs the tests start), ``$RAY_ADDRESS`` is unset (no test joins a cluster another session or an old ``ray start``
+    left), and token authentication uses a token of its own (``$RAY_AUTH_TOKEN``), not ``~/.ray/auth_token``, which
+    the first Ray start on a fresh machine writes (a cluster started before that file existed had no token, and a
+    run joining it after had one: benchmarks/chaos_soak.py, ``ray_environment``). Set here, before collection,
+    because Ray reads these settings once, when it is imported, and in CI other tests import it first (TRL imports
+    vLLM and Ray whenever they are installed): set later, the driver ran without a token against a cluster that
+    wanted one. Short (under /tmp): Ray's socket paths must stay < 108 bytes."""
+    config.stash_ray_env = {key: os.environ.get(key) for key in RAY_KEYS}
+    folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    os.environ.update(RAY_TMPDIR=folder, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    os.environ.pop("RAY_ADDRESS", None)
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+
+
+def pytest_unconfigure(config):
+    folder = os.environ.get("RAY_TMPDIR")
+    for key, value in getattr(config, "stash_ray_env", {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

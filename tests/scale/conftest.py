@@ -6,9 +6,6 @@ The whole folder is skipped when the ``scale`` extra (transformers, pyyaml) is n
 import contextlib
 import importlib.util
 import os
-import secrets
-import shutil
-import tempfile
 
 import pytest
 
@@ -16,27 +13,11 @@ if importlib.util.find_spec("transformers") is None or importlib.util.find_spec(
     collect_ignore_glob = ["test_*.py"]
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def hermetic_ray():
-    """Ray's temp dir is this session's own (``$RAY_TMPDIR``, inherited by the runs the tests start), and
-    ``$RAY_ADDRESS`` is unset: no test joins or reads the record of a cluster that another session, a helper
-    or an old ``ray start`` left on the machine. Short (under /tmp): Ray's socket paths must stay < 108 bytes.
-    Token authentication uses a token of the session's own (``$RAY_AUTH_TOKEN``), not ``~/.ray/auth_token``,
-    which the first Ray start on a fresh machine writes: a cluster started before that file existed had no token,
-    and a run joining it after had one (benchmarks/chaos_soak.py, ``ray_environment``)."""
-    keys = ("RAY_TMPDIR", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-    saved = {key: os.environ.get(key) for key in keys}
-    folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-    os.environ.update(RAY_TMPDIR=folder, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    os.environ.pop("RAY_ADDRESS", None)
-    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
-    yield folder
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    shutil.rmtree(folder, ignore_errors=True)
+    """This session's Ray temp dir; ``tests/conftest.py`` (``pytest_configure``) set it and the session's own Ray
+    token before anything was collected or imported Ray."""
+    return os.environ["RAY_TMPDIR"]
 
 
 @pytest.fixture(scope="session")
