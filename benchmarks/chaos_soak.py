@@ -65,6 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from benchmarks.chaos_report import KINDS, markdown  # noqa: E402
+from tests.ray_env import hermetic_ray_environment  # noqa: E402
 from tests.scale.fleet_drill import command_line, descendants, environment  # noqa: E402
 
 SETS = ("model.dtype=float64", "loop.mode=async", "loop.num_workers=2", "learner.parallel=fsdp",
@@ -209,16 +210,10 @@ _TOKENS: dict[str, str] = {}
 
 
 def ray_environment(ray_tmp: str) -> dict[str, str]:
-    """The environment of this soak's cluster and of its attempts: ``os.environ`` with the cluster's temp dir, no
-    ``RAY_ADDRESS``, and an authentication token of its own. With Ray's default, ``~/.ray/auth_token`` if it exists,
-    a cluster started before another Ray user on the machine wrote that file had no token, and every attempt that
-    read the file later lost all its engine actors at start (exit 3, "the rollout fleet is dead"; a fresh machine's
-    test suite, reproduced with an empty ``$HOME``)."""
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "RAY_AUTH_MODE": "token",
-           "RAY_AUTH_TOKEN": _TOKENS.setdefault(ray_tmp, secrets.token_hex(32))}
-    for key in ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH"):
-        env.pop(key, None)
-    return env
+    """The environment of this soak's cluster and of its attempts (:func:`tests.ray_env.hermetic_ray_environment`):
+    the cluster's temp dir, no ``RAY_ADDRESS``, and one authentication token per cluster, so that every attempt
+    presents the token its cluster was started with."""
+    return hermetic_ray_environment(ray_tmp, _TOKENS.setdefault(ray_tmp, secrets.token_hex(32)))
 
 
 def start_cluster(ray_tmp: str, tries: int = 5) -> None:

@@ -16,23 +16,23 @@ import tempfile
 import pytest
 import torch
 
-RAY_KEYS = ("RAY_TMPDIR", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+from tests.ray_env import RAY_KEYS, hermetic_ray_environment
 
 
 def pytest_configure(config):
-    """Ray is hermetic in every test process: its temp dir is this process's own (``$RAY_TMPDIR``, inherited by the
-    runs the tests start), ``$RAY_ADDRESS`` is unset (no test joins a cluster another session or an old ``ray start``
-    left), and token authentication uses a token of its own (``$RAY_AUTH_TOKEN``), not ``~/.ray/auth_token``, which
-    the first Ray start on a fresh machine writes (a cluster started before that file existed had no token, and a
-    run joining it after had one: benchmarks/chaos_soak.py, ``ray_environment``). Set here, before collection,
-    because Ray reads these settings once, when it is imported, and in CI other tests import it first (TRL imports
-    vLLM and Ray whenever they are installed): set later, the driver ran without a token against a cluster that
-    wanted one. Short (under /tmp): Ray's socket paths must stay < 108 bytes."""
+    """Ray is hermetic in every test process (:mod:`tests.ray_env`): a temp dir of this process's own (inherited
+    by the runs the tests start), no ``$RAY_ADDRESS``, and a token of its own. Set here, before collection, because
+    Ray reads these settings once, when it is imported, and in CI other tests import it first (TRL imports vLLM and
+    Ray whenever they are installed): set later, the driver ran without a token against a cluster that wanted one.
+    Short (under /tmp): Ray's socket paths must stay < 108 bytes."""
     config.stash_ray_env = {key: os.environ.get(key) for key in RAY_KEYS}
     folder = tempfile.mkdtemp(prefix="ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-    os.environ.update(RAY_TMPDIR=folder, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    os.environ.pop("RAY_ADDRESS", None)
-    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    env = hermetic_ray_environment(folder, secrets.token_hex(32))
+    for key in RAY_KEYS:
+        if key in env:
+            os.environ[key] = env[key]
+        else:
+            os.environ.pop(key, None)
 
 
 def pytest_unconfigure(config):

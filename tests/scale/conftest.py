@@ -5,7 +5,6 @@ The whole folder is skipped when the ``scale`` extra (transformers, pyyaml) is n
 
 import contextlib
 import importlib.util
-import os
 
 import pytest
 
@@ -14,20 +13,14 @@ if importlib.util.find_spec("transformers") is None or importlib.util.find_spec(
 
 
 @pytest.fixture(scope="session")
-def hermetic_ray():
-    """This session's Ray temp dir; ``tests/conftest.py`` (``pytest_configure``) set it and the session's own Ray
-    token before anything was collected or imported Ray."""
-    return os.environ["RAY_TMPDIR"]
-
-
-@pytest.fixture(scope="session")
-def ray_cluster(hermetic_ray):
+def ray_cluster():
     """One local Ray cluster shared by the Ray tests of a session (``test_ray_rollouts``, ``test_engine_restarts``
     in this process, ``test_fleet_failure``'s runs by its address): each start took ~14 s on 2 busy cores, and those
     tests are about engine actors, not about starting a cluster (``test_ray_local_cluster`` and the chaos soak start
     their own). :class:`RayRollouts` joins it (Ray is initialised) and leaves it running at ``close``. Ray is
     imported when a test asks for it, not at collection. Started as a run starts its own, with the same retries of
-    a node that timed out in Ray's fixed 30 s registration (seen here at load 8 beside the soak's ``ray start``)."""
+    a node that timed out in Ray's fixed 30 s registration (seen here at load 8 beside the soak's ``ray start``).
+    Its temp dir and token are the session's (``tests/conftest.py``, ``pytest_configure``)."""
     ray = pytest.importorskip("ray")
     from scale.rollouts.ray_sources import _start_ray
 
