@@ -49,22 +49,27 @@ ALLOWED = {
 }
 
 
-def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
-    """Every module ``path`` imports (and ``module.name`` for each name of a ``from`` import); relative imports
-    are resolved against the file's package (its folder under ``src/``, or under ``root``)."""
+def import_statements(path: Path, root: Path = ROOT) -> list[tuple[str, tuple[str, ...]]]:
+    """Each import of ``path``, functions' included, as ``(module, names)``: ``import a.b`` is ``("a.b", ())``,
+    ``from a import b, c`` is ``("a", ("b", "c"))``; relative imports are resolved against the file's package (its
+    folder under ``src/``, or under ``root``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    relative = path.relative_to(root / "src" if (root / "src") in path.parents else root)
-    package = list(relative.parent.parts)
-    names: set[str] = set()
+    package = list(path.relative_to(root / "src" if (root / "src") in path.parents else root).parent.parts)
+    statements = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            statements += [(alias.name, ()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
-    return names
+            statements.append((module, tuple(alias.name for alias in node.names)))
+    return statements
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module ``path`` imports (and ``module.name`` for each name of a ``from`` import)."""
+    return {name for module, names in import_statements(path, root)
+            for name in (module, *(f"{module}.{n}" for n in names))}
 
 
 def violations(layer: str, root: Path = ROOT) -> list[str]:
@@ -136,18 +141,12 @@ def module_file(name: str, root: Path = ROOT) -> Path | None:
 
 def import_targets(path: Path, root: Path = ROOT) -> set[Path]:
     """The project files ``path`` imports: for ``from package import name`` the file of ``package.name`` when it
-    is a module, else the package's ``__init__.py`` (relative imports resolved as in :func:`imported_modules`)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = list(path.relative_to(root / "src" if (root / "src") in path.parents else root).parent.parts)
+    is a module, else the package's ``__init__.py``."""
     targets = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            targets.update(module_file(alias.name, root) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join([*base, *([node.module] if node.module else [])])
-            for alias in node.names:
-                targets.add(module_file(f"{module}.{alias.name}", root) or module_file(module, root))
+    for module, names in import_statements(path, root):
+        targets |= {module_file(f"{module}.{name}", root) or module_file(module, root) for name in names}
+        if not names:
+            targets.add(module_file(module, root))
     return targets - {None}
 
 
