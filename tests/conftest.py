@@ -110,9 +110,15 @@ def pytest_collection_modifyitems(config, items):
     slow = [name for name, group in modules.items() if any(item.get_closest_marker("slow") for item in group)]
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     slow.sort(key=lambda name: rank.get(name, len(rank)))  # stable: the other slow modules in file order
+    # The modules on the session's Ray cluster (tests/scale/conftest.py::ray_cluster) are dealt as one, so that one
+    # worker starts a cluster for them all: a second cluster cost ~20 CPU-s (its start and its daemons), on a
+    # machine whose two cores the suite keeps busy (docs/performance.md, "Issue 43, third pass").
+    on_cluster = [name for name in slow if any("ray_cluster" in item.fixturenames for item in modules[name])]
+    units = [[name] for name in slow if name not in on_cluster[1:]]
+    units = [on_cluster if unit == on_cluster[:1] else unit for unit in units]
     dealt: list[list] = [[] for _ in range(workers)]
-    for i, name in enumerate(slow):
-        dealt[i % workers].extend(modules[name])
+    for i, unit in enumerate(units):
+        dealt[i % workers].extend(item for name in unit for item in modules[name])
     slow_names = set(slow)
     fast = [item for name, group in modules.items() if name not in slow_names for item in group]
     ordered = []
