@@ -37,6 +37,7 @@ import numpy as np
 from flashsim.experiments import SMALLEST_EFFECTS, mean_interval, paired_verdict, with_overrides
 from flashsim.experiments import c1_tuned as rule
 from flashsim.io import atomic_write_text, jsonable
+from flashsim.validation import directory_argument
 from scale.run.cells import run_transformer_cell
 from scale.run.claims import _FLASH, _GRPO, base_config
 
@@ -166,7 +167,8 @@ def summarize_transformer_tuning(out: Path) -> dict[str, object]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder of the cells and warm-ups (resumed)")
+    parser.add_argument("--out", type=directory_argument, required=True,
+                        help="folder of the cells and warm-ups (resumed)")
     parser.add_argument("--summary", type=Path, default=None,
                         help="only write the summary of the cells on disk to this JSON file (no runs)")
     args = rule.parse_with_stop_starting(parser, argv, TRANSFORMER_TUNING_STOP_STARTING_UTC, "cell")

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from flashsim.config import add_flags, flag_assignments
+from flashsim.validation import directory_argument
 
 FLAG_NAMES = {"model.name": "--model", "train.loss": ("--algo", "--train.loss"), "log.out": "--out",
               "rollout.engine": "--engine", "rollout.reward": ("--reward", "--rollout.reward"),
@@ -75,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="seconds per claim, 2 seeds (a check that everything runs, not a result)")
     reproduce.set_defaults(profile="full")
     reproduce.add_argument("--seeds", type=int, default=None, help="seeds per cell (default: 10 full, 2 quick)")
-    reproduce.add_argument("--out", required=True, help="output directory (an existing one is resumed)")
+    reproduce.add_argument("--out", type=directory_argument, required=True,
+                           help="output directory (an existing one is resumed)")
     reproduce.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     reproduce.add_argument("--no-progress", action="store_true", help="no progress bar")
     reproduce.add_argument("--report", default=None,
@@ -101,7 +103,8 @@ def _add_warmup_parser(commands: Any) -> None:
     warmup.add_argument("--data", required=True,
                         help='demonstrations, .jsonl/.json/.parquet: {"prompt": ..., "answer": ...} per record, or '
                              'chat {"messages": [...]} ending in the assistant\'s answer')
-    warmup.add_argument("--out", required=True, help="new directory for the fine-tuned model and its tokenizer")
+    warmup.add_argument("--out", type=directory_argument, required=True,
+                        help="new directory for the fine-tuned model and its tokenizer")
     warmup.add_argument("--steps", type=int, default=BUILTIN_WARMUP_STEPS,
                         help=f"AdamW steps (default {BUILTIN_WARMUP_STEPS})")
     warmup.add_argument("--batch-size", type=int, default=defaults.batch_size,
@@ -133,7 +136,7 @@ def warmup_command(args: argparse.Namespace) -> dict[str, Any]:
     check_choice("--dtype", args.dtype, ("float32", "bfloat16", "float64"))
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"--out {args.out!r} already exists and is not an empty directory; choose a new one")
+        raise ValueError(f"--out {str(args.out)!r} already exists and is not an empty directory; choose a new one")
     demonstrations = load_demonstrations(args.data)
     model, tokenizer = load_pretrained(args.model, dtype=args.dtype)
     bar = ProgressBar(args.steps, description="warm-up", unit="step", enabled=not args.no_progress)
@@ -238,7 +241,7 @@ def _write_pages(args: argparse.Namespace, names: list[str], claims: list, exper
     from scale.run.collapse import sections_of, write_collapse_section
 
     command = shlex.join(["python", "-m", "scale", "reproduce", *names, *_profile_flag(args.profile),
-                          "--out", args.out, "--report", args.report])
+                          "--out", str(args.out), "--report", args.report])
     page = Path(args.report)
     if claims:
         kept = sections_of(page.read_text()) if page.exists() else ""
@@ -248,7 +251,7 @@ def _write_pages(args: argparse.Namespace, names: list[str], claims: list, exper
             atomic_write_text(page, page.read_text().rstrip("\n") + "\n\n" + kept)
     for design in experiments:
         command = shlex.join(["python", "-m", "scale", "reproduce", design.claim, *_profile_flag(args.profile),
-                              "--out", args.out, "--report", args.report])
+                              "--out", str(args.out), "--report", args.report])
         write_collapse_section(design, args.out, page, command)
     print(f"report written to {page}")
 

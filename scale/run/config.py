@@ -21,7 +21,15 @@ import flashsim.config as configs
 from flashsim.config import FORMER
 from flashsim.io import LOGGERS
 from flashsim.losses import LOSSES, check_loss_options
-from flashsim.validation import check_choice, check_divisible, check_int, check_probability, check_real, check_str
+from flashsim.validation import (
+    check_choice,
+    check_directory,
+    check_divisible,
+    check_int,
+    check_probability,
+    check_real,
+    check_str,
+)
 from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
@@ -330,6 +338,7 @@ class LogConfig:
 
 
     def __post_init__(self) -> None:
+        check_directory("out", self.out)
         check_int("checkpoint_every", self.checkpoint_every, low=0)
         check_real("curves_every_s", self.curves_every_s, low=0.0)
         if self.logger is not None:

@@ -17,6 +17,7 @@ import torch
 from flashsim.io import plot_curves
 from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, build_tables, optimal_success, train
 from flashsim.testing.conventions import ALGORITHMS
+from flashsim.validation import directory_argument
 
 RUNS = ALGORITHMS  # the registry rows that are a loss function itself: flash_reinforce and grpo
 LAGS = (0, 8)
@@ -26,7 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """The options of ``flashsim demo`` (:mod:`flashsim.cli` makes the parser)."""
     parser.add_argument("--updates", type=int, default=150, help="learner updates per run (B = 128 rollouts each)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of every run")
-    parser.add_argument("--out", type=Path, default=Path("flashsim-demo"), help="directory for the figure")
+    parser.add_argument("--out", type=directory_argument, default=Path("flashsim-demo"),
+                        help="directory for the figure")
     parser.set_defaults(func=run)
 
 

@@ -22,6 +22,7 @@ from flashsim.experiments import DESIGNS, build_design, run_sweep, write_outputs
 from flashsim.experiments.probes import probe_design
 from flashsim.experiments.report import FOLLOW_UP_ABOUT, FOLLOW_UP_TITLE
 from flashsim.experiments.run_cell import probe_cell
+from flashsim.validation import directory_argument
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(profile="full")
     parser.add_argument("--seeds", type=int, default=None,
                         help="seeds per cell (default: 20 full from seed 1100, 10 quick from 10, 2 smoke from 0)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory (an existing one is resumed)")
+    parser.add_argument("--out", type=directory_argument, required=True,
+                        help="output directory (an existing one is resumed)")
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--report", type=Path, default=None,
                         help="also write the results page here (e.g. docs/results.md; assets go to results/ beside it)")

@@ -24,6 +24,7 @@ from flashsim.io import LOGGERS, jsonable
 from flashsim.losses.registry import LOSSES
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
 from flashsim.sim.simulation import CHECKPOINT, load_state, train
+from flashsim.validation import directory_argument
 
 _NAMES = {"algorithm.learning_rate": ("--lr", "--learning-rate")}
 _WORKER_ONLY = ("max_queued", "crash_prob", "restart_time")
@@ -32,7 +33,8 @@ _WORKER_ONLY = ("max_queued", "crash_prob", "restart_time")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """The options of ``flashsim train`` (:mod:`flashsim.cli` makes the parser)."""
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="run directory for all outputs")
+    parser.add_argument("--out", type=directory_argument, required=True, metavar="DIR",
+                        help="run directory for all outputs")
     parser.add_argument("--resume", action="store_true", help="continue the interrupted run in --out")
     parser.add_argument(
         "--algo", choices=list(LOSSES), default=None,

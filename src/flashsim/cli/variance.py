@@ -22,6 +22,7 @@ import torch
 from flashsim.config import add_flags, flag_assignments, load, to_dict
 from flashsim.io import atomic_write_text
 from flashsim.losses import DEFAULT_DELTA
+from flashsim.validation import directory_argument
 from flashsim.variance.plots import plot_metrics, plot_split
 from flashsim.variance.sweep import SweepConfig, measure_sweep
 
@@ -55,7 +56,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a YAML file of SweepConfig keys (applied before --set and the flags)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="set any SweepConfig key (repeatable), e.g. --set lags=0,4")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the CSV and plots")
+    parser.add_argument("--out", type=directory_argument, required=True, metavar="DIR",
+                        help="directory for the CSV and plots")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(func=run, config_paths=paths)

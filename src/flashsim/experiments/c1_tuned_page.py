@@ -29,6 +29,7 @@ from flashsim.experiments.c1_tuned_report import (  # noqa: E402
     tuned_per_seed_csv,
 )
 from flashsim.experiments.run_cell import atomic_write, atomic_write_text  # noqa: E402
+from flashsim.validation import directory_argument  # noqa: E402
 
 COLOURS = {"flash": "tab:blue", "grpo": "tab:red", "grpo_2batch": "tab:orange", "grpo_sample": "tab:purple"}
 
@@ -244,7 +245,7 @@ def write_page(out: Path, page: Path) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="the driver's folder")
+    parser.add_argument("--out", type=directory_argument, required=True, help="the driver's folder")
     parser.add_argument("--page", type=Path, required=True, help="the page to write (results/ beside it)")
     args = parser.parse_args(argv)
     write_page(args.out, args.page)

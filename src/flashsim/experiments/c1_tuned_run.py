@@ -27,6 +27,7 @@ from flashsim.experiments.claims import _base
 from flashsim.experiments.design import with_overrides
 from flashsim.experiments.run_cell import atomic_write_text, rollouts_to
 from flashsim.sim import Simulation
+from flashsim.validation import directory_argument
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,8 @@ def run_tuned_stages(out: Path, plan: Plan = Plan(), now=lambda: dt.datetime.now
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder of the cells (resumed if it exists)")
+    parser.add_argument("--out", type=directory_argument, required=True,
+                        help="folder of the cells (resumed if it exists)")
     args = design.parse_with_stop_starting(parser, argv, design.TUNED_STOP_STARTING_UTC, "stage")
     torch.set_num_threads(1)  # one process on a shared machine: no intra-op threads competing for its cores
     run_tuned_stages(args.out, Plan(stop_starting=args.stop_starting))
