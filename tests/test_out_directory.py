@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flashsim.cli import main as flashsim_main
-from flashsim.validation import check_directory, directory_argument
+from flashsim.config import check_directory, directory_argument
 
 FLASHSIM_COMMANDS = (["train"], ["variance"], ["reproduce", "C1", "--smoke"], ["demo"])
 

@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from flashsim.config import directory_argument
 from flashsim.experiments import SMALLEST_EFFECTS, mean_interval, paired_verdict, with_overrides
 from flashsim.experiments import c1_tuned as rule
 from flashsim.io import atomic_write_text, jsonable
-from flashsim.validation import directory_argument
 from scale.run.cells import run_transformer_cell
 from scale.run.claims import _FLASH, _GRPO, base_config
 

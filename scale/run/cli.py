@@ -37,8 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flashsim.config import add_flags, flag_assignments
-from flashsim.validation import directory_argument
+from flashsim.config import add_flags, directory_argument, flag_assignments
 
 FLAG_NAMES = {"model.name": "--model", "train.loss": ("--algo", "--train.loss"), "log.out": "--out",
               "rollout.engine": "--engine", "rollout.reward": ("--reward", "--rollout.reward"),

@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import flashsim.config as configs
-from flashsim.config import FORMER
+from flashsim.config import FORMER, check_directory
 from flashsim.io import LOGGERS
 from flashsim.losses import LOSSES, check_loss_options
 from flashsim.validation import (
     check_choice,
-    check_directory,
     check_divisible,
     check_int,
     check_probability,

@@ -31,6 +31,7 @@ import functools
 import inspect
 import io
 import json
+import os
 import textwrap
 import tokenize
 import types
@@ -541,3 +542,39 @@ def _qualified(error: Exception, section: str, cls: type) -> Exception:
     elif section and not message.startswith(section):
         message = f"{section}: {message}"
     return type(error)(message)
+
+
+# ----------------------------------------------------------------------------- output directories
+# A command's ``--out`` and a config's ``out`` are checked here, beside the flags every command is parsed with,
+# rather than in flashsim.validation: the flag parsing is part of one update's walk (docs/walk.md), a file more
+# is not.
+
+
+def check_directory(name: str, value: object) -> str | os.PathLike:
+    """A directory name: a path, or a string that is not empty or blank. ``Path("")`` is the working directory, so
+    an empty ``--out`` (an unset shell variable, ``--out "$OUT"``) would otherwise write a run's files, or resume a
+    sweep, in whatever directory the command ran from.
+
+    >>> check_directory("out", "")
+    Traceback (most recent call last):
+    ...
+    ValueError: out must name a directory, got '' (an empty name would mean the working directory; pass . for that)
+    """
+    if isinstance(value, os.PathLike):  # a Path is never empty: Path("") is already "."
+        return value
+    check_str(name, value)
+    if not value.strip():
+        raise ValueError(f"{name} {_empty_directory(value)}")
+    return value
+
+
+def directory_argument(text: str) -> Path:
+    """``type=`` for a command's ``--out``: the refusal of :func:`check_directory` as argparse's one-line usage error
+    (``error: argument --out: must name a directory, ...``, exit status 2)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(_empty_directory(text))
+    return Path(text)
+
+
+def _empty_directory(value: str) -> str:
+    return f"must name a directory, got {value!r} (an empty name would mean the working directory; pass . for that)"

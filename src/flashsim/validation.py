@@ -13,10 +13,6 @@ checks no loss needs. Standard library only at import time: importing it never i
 
 from __future__ import annotations
 
-import argparse
-import os
-from pathlib import Path
-
 from flashsim.losses.checks import (
     check_bool,
     check_choice,
@@ -27,8 +23,8 @@ from flashsim.losses.checks import (
     check_str,
 )
 
-__all__ = ["check_bool", "check_choice", "check_directory", "check_divisible", "check_instance", "check_int",
-           "check_nonempty", "check_probability", "check_real", "check_str", "directory_argument"]
+__all__ = ["check_bool", "check_choice", "check_divisible", "check_instance", "check_int", "check_nonempty",
+           "check_probability", "check_real", "check_str"]
 
 # ----------------------------------------------------------------------------- divisibility (batch designs)
 
@@ -60,36 +56,3 @@ def check_nonempty(name: str, value: object) -> tuple:
     if not value:
         raise ValueError(f"{name} must not be empty")
     return tuple(value)
-
-
-# ----------------------------------------------------------------------------- output directories
-
-
-def check_directory(name: str, value: object) -> str | os.PathLike:
-    """A directory name: a path, or a string that is not empty or blank. ``Path("")`` is the working directory, so
-    an empty ``--out`` (an unset shell variable, ``--out "$OUT"``) would otherwise write a run's files, or resume a
-    sweep, in whatever directory the command ran from.
-
-    >>> check_directory("out", "")
-    Traceback (most recent call last):
-    ...
-    ValueError: out must name a directory, got '' (an empty name would mean the working directory; pass . for that)
-    """
-    if isinstance(value, os.PathLike):  # a Path is never empty: Path("") is already "."
-        return value
-    check_str(name, value)
-    if not value.strip():
-        raise ValueError(f"{name} {_empty_directory(value)}")
-    return value
-
-
-def directory_argument(text: str) -> Path:
-    """``type=`` for a command's ``--out``: the refusal of :func:`check_directory` as argparse's one-line usage error
-    (``error: argument --out: must name a directory, ...``, exit status 2)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(_empty_directory(text))
-    return Path(text)
-
-
-def _empty_directory(value: str) -> str:
-    return f"must name a directory, got {value!r} (an empty name would mean the working directory; pass . for that)"

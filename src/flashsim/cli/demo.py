@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
+from flashsim.config import directory_argument
 from flashsim.io import plot_curves
 from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, build_tables, optimal_success, train
 from flashsim.testing.conventions import ALGORITHMS
-from flashsim.validation import directory_argument
 
 RUNS = ALGORITHMS  # the registry rows that are a loss function itself: flash_reinforce and grpo
 LAGS = (0, 8)

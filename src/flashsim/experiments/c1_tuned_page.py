@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from flashsim.config import directory_argument  # noqa: E402
 from flashsim.experiments import c1_tuned as design  # noqa: E402
 from flashsim.experiments.c1_tuned_report import (  # noqa: E402
     ENV_LABELS,
@@ -29,7 +30,6 @@ from flashsim.experiments.c1_tuned_report import (  # noqa: E402
     tuned_per_seed_csv,
 )
 from flashsim.experiments.run_cell import atomic_write, atomic_write_text  # noqa: E402
-from flashsim.validation import directory_argument  # noqa: E402
 
 COLOURS = {"flash": "tab:blue", "grpo": "tab:red", "grpo_2batch": "tab:orange", "grpo_sample": "tab:purple"}
 

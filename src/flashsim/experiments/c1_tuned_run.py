@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 
 from flashsim import exact
+from flashsim.config import directory_argument
 from flashsim.experiments import c1_tuned as design
 from flashsim.experiments.claims import _base
 from flashsim.experiments.design import with_overrides
 from flashsim.experiments.run_cell import atomic_write_text, rollouts_to
 from flashsim.sim import Simulation
-from flashsim.validation import directory_argument
 
 
 @dataclass(frozen=True)
