@@ -41,11 +41,8 @@ KINDS = (  # (kind, a substring of the command line), first match wins
 )
 
 
-def kind(command: str, role: str | None = None) -> str:
-    """The kind of process ``command`` is: ``role`` when given (the pytest processes), else a row of
-    :data:`KINDS`, else ``other``."""
-    if role:
-        return role
+def kind(command: str) -> str:
+    """The kind of process ``command`` is: a row of :data:`KINDS`, else ``other``."""
     return next((name for name, part in KINDS if part in command), "other")
 
 
@@ -57,37 +54,55 @@ def machine_busy() -> tuple[int, int]:
     return sum(ticks) - idle, sum(ticks)
 
 
-def read_process(pid: str) -> tuple[tuple[str, int], dict] | None:
-    """``((pid, start tick), record)`` of a live process, or None when it is gone or unreadable."""
+def cpu_reading(pid: str) -> tuple[tuple[str, int], float, int] | None:
+    """``((pid, start tick), CPU seconds, parent pid)`` of a live process, or None when it is gone. The start tick
+    tells a process from a later one that got the same pid."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    return (pid, int(fields[19])), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS, int(fields[1])  # utime + stime
+
+
+def describe(pid: str) -> dict | None:
+    """A process's command line and the test that started it (read once: neither changes after the start)."""
+    try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             command = cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
         with open(f"/proc/{pid}/environ", "rb") as environ:
             test = next((item.split(b"=", 1)[1].decode(errors="replace") for item in environ.read().split(b"\0")
                          if item.startswith(b"PYTEST_CURRENT_TEST=")), None)
-    except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
-    return (pid, int(fields[19])), {"command": command[:300], "test": test, "cpu_s": cpu, "ppid": int(fields[1])}
+    return {"command": command[:300], "test": test}
+
+
+def live_pids() -> list[str]:
+    return [pid for pid in os.listdir("/proc") if pid.isdigit()]
 
 
 class ProcessWatch(threading.Thread):
-    """Reads every process in ``/proc`` each ``interval`` seconds until :meth:`stop`; keeps the last reading."""
+    """Reads every process's CPU in ``/proc`` each ``interval`` seconds until :meth:`stop`; keeps the last
+    reading of each, with its command line and test from the first."""
 
     def __init__(self, interval: float) -> None:
         super().__init__(daemon=True)
         self.interval, self.seen, self._stopped = interval, {}, threading.Event()
-        self.before = {key for pid in os.listdir("/proc") if pid.isdigit() and (read := read_process(pid))
-                       for key in [read[0]]}  # processes that ran before the suite: not counted
+        self.before = {reading[0] for pid in live_pids() if (reading := cpu_reading(pid))}  # not the suite's
 
     def run(self) -> None:
         while not self._stopped.is_set():
-            for pid in os.listdir("/proc"):
-                if pid.isdigit() and (read := read_process(pid)) and read[0] not in self.before:
-                    key, record = read
-                    self.seen[key] = {**self.seen.get(key, record), "cpu_s": record["cpu_s"]}
+            for pid in live_pids():
+                reading = cpu_reading(pid)
+                if reading is None or reading[0] in self.before:
+                    continue
+                key, cpu, ppid = reading
+                if key not in self.seen:
+                    if (about := describe(pid)) is None:
+                        continue
+                    self.seen[key] = {"ppid": ppid, **about}
+                self.seen[key]["cpu_s"] = cpu
             self._stopped.wait(self.interval)
 
     def stop(self) -> None:
@@ -102,7 +117,7 @@ def summarize(processes: list[dict], pytest_pid: int) -> dict:
     for p in processes:
         role = ("pytest (collection, scheduling)" if p["pid"] == pytest_pid
                 else "pytest worker (in-process tests)" if p["pid"] in workers else None)
-        row = by_kind[kind(p["command"], role)]
+        row = by_kind[role or kind(p["command"])]
         row[0] += 1
         row[1] += p["cpu_s"]
         if role is None:

@@ -114,8 +114,12 @@ def pytest_collection_modifyitems(config, items):
     # worker starts a cluster for them all: a second cluster cost ~20 CPU-s (its start and its daemons), on a
     # machine whose two cores the suite keeps busy (docs/performance.md, "Issue 43, third pass").
     on_cluster = [name for name in slow if any("ray_cluster" in item.fixturenames for item in modules[name])]
-    units = [[name] for name in slow if name not in on_cluster[1:]]
-    units = [on_cluster if unit == on_cluster[:1] else unit for unit in units]
+    units = []  # lists of modules, each dealt whole; the cluster's modules at the place of the first of them
+    for name in slow:
+        if name not in on_cluster:
+            units.append([name])
+        elif name == on_cluster[0]:
+            units.append(on_cluster)
     dealt: list[list] = [[] for _ in range(workers)]
     for i, unit in enumerate(units):
         dealt[i % workers].extend(item for name in unit for item in modules[name])

@@ -14,6 +14,7 @@ from flashsim.cli import main as flashsim_main
 from flashsim.config import check_directory, directory_argument
 
 FLASHSIM_COMMANDS = (["train"], ["variance"], ["reproduce", "C1", "--smoke"], ["demo"])
+SCALE_COMMANDS = (["train"], ["reproduce", "C1", "--smoke"], ["warmup", "--model", "m", "--data", "d.jsonl"])
 
 
 @pytest.mark.parametrize("command", FLASHSIM_COMMANDS, ids=lambda c: c[0])
@@ -27,9 +28,7 @@ def test_flashsim_commands_refuse_an_empty_out_with_exit_status_2(command, out, 
     assert list(tmp_path.iterdir()) == []  # nothing written where the command ran
 
 
-@pytest.mark.parametrize("command", [["train"], ["reproduce", "C1", "--smoke"], ["warmup", "--model", "m", "--data",
-                                                                                   "d.jsonl"]],
-                         ids=lambda c: c[0])
+@pytest.mark.parametrize("command", SCALE_COMMANDS, ids=lambda c: c[0])
 def test_scale_commands_refuse_an_empty_out(command, tmp_path, monkeypatch, capsys):
     pytest.importorskip("yaml")
     from scale.run.cli import main as scale_main

@@ -21,14 +21,7 @@ import flashsim.config as configs
 from flashsim.config import FORMER, check_directory
 from flashsim.io import LOGGERS
 from flashsim.losses import LOSSES, check_loss_options
-from flashsim.validation import (
-    check_choice,
-    check_divisible,
-    check_int,
-    check_probability,
-    check_real,
-    check_str,
-)
+from flashsim.validation import check_choice, check_divisible, check_int, check_probability, check_real, check_str
 from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR
 from scale.rollouts.trajectory import SamplingParams
