@@ -13,8 +13,13 @@ torch = pytest.importorskip("torch")
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]  # the session's cluster (conftest.py)
 
-RESTART_BOUND_S = 60.0
-"""The test's bound on kill → replacement delivering (measured ~6 s on 2 busy cores; notes/fleet.md)."""
+RESTART_FACTOR = 3.0
+"""Kill → replacement delivering must take at most this many times the fleet's own cold start, measured in the same
+test on the same machine (construction → first batch delivered). A replacement is one actor started cold, so on an
+idle machine the two take about the same time (~6 s on 2 cores); the factor leaves room for the load to change
+between the two, while a restart that waits on a timeout or on the run's deadline instead of starting at once fails
+it. A fixed wall-clock bound (60 s) was the suite's most load-sensitive assertion: the restart took 30 s in a README
+run with both cores busy, where the cold start also took longer."""
 
 
 def _hang_forever():
@@ -45,11 +50,13 @@ def test_an_engine_actor_killed_from_outside_is_replaced_and_samples_from_the_cu
     take = stream.take
     stream.take = lambda n: taken.extend(out := take(n)) or out
     builders = [functools.partial(TransformersEngine, model, tokenizer, seed=seed) for seed in (0, 1)]
+    cold_start = time.monotonic()
     source = RayRollouts(builders, tokenizer, stream, settings, itertools.count(), prompts_per_call=2, queue_size=2)
     base = {k: v.clone() for k, v in model.state_dict().items()}
     noise = torch.Generator().manual_seed(1)
     published = {}  # version -> weights: each version differs, and differs from what the factories build
     consumed, killed_at, old_pid, restart_s, replaced, rows = [], None, None, None, None, 0
+    cold_start_s = None  # construction -> the first batch delivered: the fleet's start-up on this machine, now
     killed_version = back_version = None  # the versions at the kill and at the replacement's first delivery
     deadline = time.monotonic() + 240
     try:
@@ -59,6 +66,7 @@ def test_an_engine_actor_killed_from_outside_is_replaced_and_samples_from_the_cu
                                   for k, v in base.items()}
             source.publish(published[version], version)
             rollouts, info = source.next_batch(8)
+            cold_start_s = cold_start_s or time.monotonic() - cold_start
             rows += 1
             consumed.append((version, rollouts))
             if version == 3:  # mid-run: SIGKILL engine 0's process from outside
@@ -79,7 +87,7 @@ def test_an_engine_actor_killed_from_outside_is_replaced_and_samples_from_the_cu
     finally:
         source.close()
     assert new_pid != old_pid and source.restarts == 1 and info["loop/failed_calls"] >= 1
-    assert restart_s < RESTART_BOUND_S
+    assert restart_s < RESTART_FACTOR * cold_start_s, (restart_s, cold_start_s)
     assert rows == len(consumed) == version
     # Every trajectory's behaviour log-probs are the learner's at the version it carries: the replacement
     # loaded the published weights before sampling (its factory's weights differ from every version).
@@ -109,7 +117,8 @@ def test_an_engine_actor_killed_from_outside_is_replaced_and_samples_from_the_cu
     assert set(per_prompt).isdisjoint(pending_prompts)
     assert sorted(set(per_prompt) | set(pending_prompts)) == sorted(e.prompt for e in taken)
     assert len(taken) == len({e.prompt for e in taken})
-    print(f"restart: {restart_s:.1f} s from SIGKILL to the replacement's first delivered call")
+    print(f"restart: {restart_s:.1f} s from SIGKILL to the replacement's first delivered call "
+          f"(cold start of the fleet: {cold_start_s:.1f} s)")
 
 
 def test_a_fleet_that_delivers_nothing_raises_naming_its_engines(tokenizer):
