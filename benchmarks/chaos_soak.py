@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
-import hashlib
 import json
 import math
 import os
@@ -79,13 +78,18 @@ PLACEMENT_SETS = {"ray": ("loop.placement=ray", "loop.ray_address=auto"), "threa
 products after 40 warm-up steps give most batches mixed rewards, so most updates move the weights (with 10 steps
 on the preset's task every reward was 0 and every update a no-op: a replay could not tell anything apart)."""
 REPLAY_NOISE_FACTOR = 10.0
-"""The replay may miss the checkpoint by at most this many times its own rounding noise (below). The run sums each
-gradient over 2 FSDP ranks and the replay in one process, so they round differently, and Adam on a tiny model
-amplifies one-ulp differences over hundreds of updates (measured: 3e-10 after 150 updates, 8e-6 after 335), while
-a lost or repeated update moves some weight by ~1e-3. A fixed tolerance is too tight for long soaks or too loose
-for short ones; the noise is measured in each soak instead."""
-REPLAY_TOLERANCE_FLOOR = 1e-9
-"""The tolerance where the measured noise is below it (float64)."""
+"""A window's replay may miss the recorded end state by at most this many times its reduction-order noise, and
+must miss it by ten times more with its last update left out or applied twice (see :func:`_replay_window`)."""
+REPLAY_TOLERANCE_FLOOR = 1e-12
+"""The tolerance where the measured noise is below it (float64 weights of order 0.1-1: thousands of ulps)."""
+SNAPSHOT_EVERY = 100
+"""A replay window starts at every update divisible by this (0, 100, 200, ...)."""
+REPLAY_WINDOW = 10
+"""Updates per replay window. The run sums each gradient over 2 FSDP ranks and a replay in one process, so they
+round differently, and Adam on the tiny model amplifies such differences exponentially over hundreds of updates
+(two reduction orders of one replay: 7e-15 apart after 59 updates, 3e-10 after 150, 8e-6 after 335, ~1e-2 by ~900,
+as much as one update moves). Windows of 10 updates from an exactly recorded state keep that noise near rounding
+whatever the soak's length; the digest chain, not the replay, covers every update."""
 ATTEMPT = "CHAOS_SOAK_ATTEMPT"
 LEDGER = "ledger"
 RECOVERY_WAIT_S = 300.0
@@ -99,49 +103,60 @@ STOP_BOUND_S = 240.0
 # ----------------------------------------------------------------------------- worker side (every rank)
 
 
-def weights_hash(weights: Any) -> str:
-    """SHA-256 of a model's (or a state dict's) tensors, keys sorted."""
-    state = weights.state_dict() if hasattr(weights, "state_dict") else weights
-    digest = hashlib.sha256()
-    for key in sorted(state):
-        digest.update(key.encode())
-        digest.update(state[key].detach().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()
+class Ledger:
+    """The ledger folder: what rank 0 of each attempt records, read back by the resumes and the checks.
 
+    - ``a<attempt>-u<update>.pt``: an update: its batch (ids, tokens, the version each was sampled at) and the
+      :func:`~scale.learner.digest.state_digest` of the learner's state before and after it;
+    - ``a<attempt>-start.pt``: where the attempt started: the digest of the warmed-up state (a fresh run) or of
+      the state its resume loaded, and whether that matched what the ledger held for that update;
+    - ``snap-u<update>-a<attempt>`` (a ``torch.distributed.checkpoint`` directory, every rank its shards) and
+      ``snap-u<update>-a<attempt>.pt`` (its digest and schedule, written once the directory is complete): the
+      full state at the ends of the replay's windows (:data:`SNAPSHOT_EVERY`, :data:`REPLAY_WINDOW`);
+    - ``violation-a<attempt>.json``: a resume that loaded a state the ledger does not hold (the attempt stops).
+    """
 
-class LedgerSource:
-    """Rank 0's rollout source, recording each update's batch and weight hashes in ``ledger/``."""
+    def __init__(self, folder: Path, attempt: int = 0) -> None:
+        self.folder, self.attempt = folder, attempt
 
-    def __init__(self, source: Any, folder: Path, attempt: int, weights: Any, version: int) -> None:
+    def write(self, name: str, record: dict) -> None:
         from flashsim.io import save_checkpoint
 
-        self.source, self.folder, self.attempt, self.batch = source, folder, attempt, None
-        self.last_hash = weights_hash(weights)
-        folder.mkdir(parents=True, exist_ok=True)
-        if version == 0:  # the warmed-up weights every history starts from
-            state = weights.state_dict() if hasattr(weights, "state_dict") else weights
-            save_checkpoint(folder / f"initial-{self.last_hash[:16]}.pt",
-                            {"hash": self.last_hash, "weights": {k: v.detach().clone() for k, v in state.items()}})
+        self.folder.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(self.folder / name, {"attempt": self.attempt, **record})
 
-    def next_batch(self, num_trajectories: int) -> tuple[list, dict]:
-        rollouts, info = self.source.next_batch(num_trajectories)
-        self.batch = rollouts
-        return rollouts, info
+    def record_update(self, update: int, before: str, after: str, rollouts: list) -> None:
+        self.write(f"a{self.attempt:03d}-u{update:07d}.pt", {"update": update, "before": before, "after": after,
+                                                               "time": time.time(),
+                                                               "rollouts": [_plain(r) for r in rollouts]})
 
-    def publish(self, weights: Any, version: int) -> None:
-        from flashsim.io import save_checkpoint
+    def record_start(self, update: int, digest: str, resumed: bool, expected: str | None) -> None:
+        self.write(f"a{self.attempt:03d}-start.pt", {"update": update, "digest": digest, "resumed": resumed,
+                                                     "expected": expected, "time": time.time()})
 
-        after = weights_hash(weights)
-        if self.batch is not None:
-            entry = {"attempt": self.attempt, "update": int(version), "before": self.last_hash, "after": after,
-                     "time": time.time(), "rollouts": [_plain(r) for r in self.batch]}
-            save_checkpoint(self.folder / f"a{self.attempt:03d}-u{version:07d}.pt", entry)
-            self.batch = None
-        self.last_hash = after
-        self.source.publish(weights, version)
+    def entries(self) -> list[dict]:
+        from flashsim.io import load_checkpoint
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.source, name)
+        return [load_checkpoint(p) for p in sorted(self.folder.glob("a*-u*.pt"))]
+
+    def starts(self) -> list[dict]:
+        from flashsim.io import load_checkpoint
+
+        return [load_checkpoint(p) for p in sorted(self.folder.glob("a*-start.pt"))]
+
+    def snapshots(self) -> list[dict]:
+        """The complete snapshots' records, each with its directory as ``path``."""
+        from flashsim.io import load_checkpoint
+
+        return [{**load_checkpoint(p), "path": str(p.with_suffix(""))} for p in sorted(self.folder.glob("snap-*.pt"))]
+
+    def expected(self, update: int) -> str | None:
+        """The digest the ledger holds for the state after ``update``: the latest attempt's (an update's ``after``,
+        or the state an attempt started from at that update). Checkpoints only move forward, so the checkpoint a
+        resume loads was written by the latest attempt that reached its update."""
+        held = [(e["attempt"], e["after"]) for e in self.entries() if e["update"] == update]
+        held += [(s["attempt"], s["digest"]) for s in self.starts() if s["update"] == update]
+        return max(held)[1] if held else None
 
 
 def _plain(rollout: Any) -> dict:
@@ -152,17 +167,83 @@ def _plain(rollout: Any) -> dict:
             "num_tool_calls": int(t.num_tool_calls)}
 
 
-def worker(ledger: Path, argv: list[str]) -> int:
-    """One torchrun rank: ``python -m scale train`` with rank 0's source wrapped in a :class:`LedgerSource`."""
+def snapshot_due(update: int) -> bool:
+    """Whether the state after ``update`` starts or ends a replay window."""
+    return update % SNAPSHOT_EVERY in (0, REPLAY_WINDOW)
+
+
+def ledgered_trainer(base: type, ledger: Ledger) -> type:
+    """A subclass of the run's :class:`~scale.run.trainer.Trainer` that records its updates, starts and snapshots
+    in ``ledger`` (rank 0 writes; every rank takes part in the digests and snapshots, which are collectives)."""
+
+    class LedgeredTrainer(base):
+        last_digest: str | None = None
+        """The digest of the state after the last update (or the start)."""
+        before_digest: str | None = None
+        """The digest of the live state just before the current update's step (a change between two updates, a
+        rollback or a save that touched the optimizer, then breaks the chain)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            learner = self.parts.learner
+            step = learner.step
+
+            def step_after_digest(rollouts: list) -> dict:
+                self.before_digest = self.digest()
+                return step(rollouts)
+
+            learner.step = step_after_digest
+
+        def warm_up(self) -> None:
+            super().warm_up()
+            self._started(resumed=False)
+
+        def load(self, state: dict[str, Any]) -> None:
+            super().load(state)  # checks the checkpoint's own digest
+            self._started(resumed=True)
+
+        def _started(self, resumed: bool) -> None:
+            version = self.parts.learner.version
+            digest = self.resumed_digest if resumed else self.digest()
+            expected = ledger.expected(version) if resumed and self.is_main else None
+            if self.is_main:
+                ledger.record_start(version, digest, resumed, expected)
+                if resumed and expected != digest:
+                    ledger.folder.joinpath(f"violation-a{ledger.attempt:03d}.json").write_text(json.dumps(
+                        {"attempt": ledger.attempt, "update": version, "loaded": digest, "ledger": expected}))
+                    raise RuntimeError(f"resumed at update {version} from a state with digest {digest[:12]}, but "
+                                       f"the ledger holds {str(expected)[:12]} for that update")
+            self.last_digest = digest
+            if not resumed and snapshot_due(version):
+                self._snapshot(version, digest)
+
+        def updated(self, rollouts: list) -> None:
+            after = self.digest()
+            version = self.parts.learner.version
+            if self.is_main:
+                ledger.record_update(version, self.before_digest, after, rollouts)
+            self.last_digest = after
+            if snapshot_due(version):
+                self._snapshot(version, after)
+
+        def _snapshot(self, version: int, digest: str) -> None:
+            from scale.learner.sharding import save_sharded
+
+            name = f"snap-u{version:07d}-a{ledger.attempt:03d}"
+            save_sharded(str(ledger.folder / name), self.parts.model, self.parts.optimizer)
+            if self.is_main:
+                ledger.write(f"{name}.pt", {"update": version, "digest": digest,
+                                            "scheduler": self.parts.scheduler.state_dict()})
+
+    return LedgeredTrainer
+
+
+def worker(folder: Path, argv: list[str]) -> int:
+    """One torchrun rank: ``python -m scale train`` with the run's trainer recording in the ledger."""
     import scale.run.trainer as trainer
     from scale.run.cli import main
 
-    build_source, attempt = trainer.build_source, int(os.environ.get(ATTEMPT, "0"))
-
-    def ledgered(config: Any, parts: Any, weights: Any) -> LedgerSource:
-        return LedgerSource(build_source(config, parts, weights), ledger, attempt, weights, parts.learner.version)
-
-    trainer.build_source = ledgered
+    trainer.Trainer = ledgered_trainer(trainer.Trainer, Ledger(folder, int(os.environ.get(ATTEMPT, "0"))))
     return main(argv)
 
 
@@ -321,7 +402,8 @@ def _inject(run: Run, kind: str, rng: random.Random) -> int | None:
     return pid
 
 
-def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float], placement: str = "ray") -> dict:
+def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float], placement: str = "ray",
+         full_replay: bool = False) -> dict:
     """Run, inject faults for ``seconds`` after the first RL update, stop, finish cleanly; the report."""
     rng = random.Random(seed)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -343,6 +425,8 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float], placeme
             now = time.monotonic()
             if run.process.poll() is not None:  # killed, or failed by itself (Ray's start-up timed out under load)
                 run.reap()
+                if any((out / LEDGER).glob("violation-*.json")):  # a resume refused its state: nothing to go on with
+                    break
                 failures = failures + 1 if _progress(out, run.attempt) < 0 else 0
                 if failures > MAX_FAILED_STARTS:
                     raise RuntimeError(f"{failures} attempts in a row trained nothing; see {out}-attempt*.log")
@@ -370,7 +454,7 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float], placeme
                 faults[-1]["escalated"] = True  # the run did not stop by itself: as a supervisor would
                 run.kill_group()
             time.sleep(0.2)
-        report = _finish(run, faults, arrivals, seconds, seed, ray_tmp, launched)
+        report = _finish(run, faults, arrivals, seconds, seed, launched, full_replay)
         report["placement"] = placement
         return report
     finally:
@@ -380,20 +464,25 @@ def soak(out: Path, seconds: float, seed: int, gap: tuple[float, float], placeme
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def _finish(run: Run, faults: list, arrivals: list, seconds: float, seed: int, ray_tmp: str, launched: float) -> dict:
-    """Stop the soaked run, resume it to a clean finish, check the ledger, the replay and the metrics."""
+def _finish(run: Run, faults: list, arrivals: list, seconds: float, seed: int, launched: float,
+            full_replay: bool = False) -> dict:
+    """Stop the soaked run, resume it to a clean finish, check the digests, the ledger, the replay and the metrics."""
     out = run.out
-    if run.process.poll() is None:
-        run.kill_group()
-    run.reap()
+    if not run.exits or run.exits[-1]["attempt"] != run.attempt:  # not reaped yet
+        if run.process.poll() is None:
+            run.kill_group()
+        run.reap()
     version = _checkpoint_version(out)
-    run.launch(f"train.updates={version + 2}")
-    deadline = time.monotonic() + 900
-    while run.process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    if run.process.poll() is None:
-        run.kill_group()
-    code = run.reap()
+    violations = sorted(p.name for p in (out / LEDGER).glob("violation-*.json"))
+    code = None
+    if not violations:
+        run.launch(f"train.updates={version + 2}")
+        deadline = time.monotonic() + 900
+        while run.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if run.process.poll() is None:
+            run.kill_group()
+        code = run.reap()
     now = time.monotonic()
     interval = _median_interval(arrivals, faults)
     for fault in faults:
@@ -401,7 +490,8 @@ def _finish(run: Run, faults: list, arrivals: list, seconds: float, seed: int, r
     report = {"seconds": seconds, "seed": seed, "wall_s": now - launched, "attempts": run.attempt + 1,
               "final_exit": code, "exits": run.exits, "leftover_processes_killed": run.leftovers,
               "median_update_s": interval, "faults": [{k: v for k, v in f.items() if k != "at"} for f in faults]}
-    report["checks"] = check(out, version + 2, run.sets) if code == 0 else {"final_resume": False}
+    report["checks"] = (check(out, version + 2, run.sets, full_replay) if code == 0 else
+                        {"final_resume": False, "violations": violations, "passed": False})
     (out / "chaos_report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
 
@@ -417,63 +507,87 @@ def _median_interval(arrivals: list, faults: list) -> float:
 # ----------------------------------------------------------------------------- checks
 
 
-def _ledger(out: Path) -> tuple[list[dict], dict[str, Any]]:
-    from flashsim.io import load_checkpoint
-
-    entries = [load_checkpoint(p) for p in sorted((out / LEDGER).glob("a*-u*.pt"))]
-    initials = {}
-    for path in (out / LEDGER).glob("initial-*.pt"):
-        state = load_checkpoint(path)
-        initials[state["hash"]] = state["weights"]
-    return entries, initials
-
-
-def history(entries: list[dict], final_hash: str, final_update: int, initials: dict) -> list[dict]:
-    """The updates the final weights hold: the chain of weight hashes from ``final_hash`` back to warmed-up
-    weights (the latest attempt's entry where two attempts made the same step). Raises ``ValueError`` where the
-    chain breaks (a lost or repeated update leaves weights no recorded step produced)."""
+def history(entries: list[dict], starts: list[dict], final_digest: str, final_update: int) -> list[dict]:
+    """The updates the final state holds: the chain of state digests from ``final_digest`` back to a fresh
+    start's warmed-up state (the latest attempt's entry where two attempts made the same step). Raises
+    ``ValueError`` where the chain breaks: a lost update, a repeated one or a resume from a state no recorded
+    step produced leaves a state whose digest no entry holds."""
     by_after: dict[tuple[int, str], dict] = {}
-    for entry in entries:  # later attempts overwrite earlier ones
+    for entry in sorted(entries, key=lambda e: e["attempt"]):  # later attempts overwrite earlier ones
         by_after[(entry["update"], entry["after"])] = entry
-    chain, current, update = [], final_hash, final_update
+    chain, current, update = [], final_digest, final_update
     while update > 0:
         entry = by_after.get((update, current))
         if entry is None:
-            raise ValueError(f"no recorded update {update} produced the weights {current[:12]}: lost or repeated")
+            raise ValueError(f"no recorded update {update} produced the state {current[:12]}: lost or repeated")
         chain.append(entry)
         current, update = entry["before"], update - 1
-    if current not in initials:
-        raise ValueError(f"the chain ends at weights {current[:12]} that are not the warmed-up ones")
+    if not any(s["update"] == 0 and not s["resumed"] and s["digest"] == current for s in starts):
+        raise ValueError(f"the chain ends at a state {current[:12]} that no fresh start warmed up")
     return chain[::-1]
 
 
-def check(out: Path, updates: int, sets: tuple[str, ...] = SETS) -> dict:
-    """The ledger, the replay and the metrics checks of the finished run (each a bool, with its numbers)."""
-    entries, initials = _ledger(out)
-    attempts: dict[int, list[int]] = {}
+def digest_checks(entries: list[dict], starts: list[dict], final_digest: str, final_update: int) -> dict:
+    """The exact checks of the ledger's digests: the chain from the final state back to the warmed-up one holds
+    updates 1..N once each; every attempt started from a state on that chain, the one the ledger held for its
+    update (checked by the resume itself, and again here); each attempt's updates follow one another, each from
+    the state the previous one left, each changing the state."""
+    checks: dict[str, Any] = {"resumes_verified": all(s["digest"] == s["expected"] for s in starts if s["resumed"])}
+    by_attempt: dict[int, list[dict]] = {}
     for entry in entries:
-        attempts.setdefault(entry["attempt"], []).append(entry["update"])
-    per_attempt_once = all(u == list(range(u[0], u[0] + len(u))) for u in attempts.values())
-    model, _ = _checkpoint_model(out, sets)
-    final_hash = weights_hash(model)
+        by_attempt.setdefault(entry["attempt"], []).append(entry)
+    start_of = {s["attempt"]: s for s in starts}
+    consecutive = True
+    for attempt, mine in by_attempt.items():
+        start = start_of.get(attempt)
+        consecutive &= start is not None
+        previous = (start["update"], start["digest"]) if start else (None, None)
+        for entry in sorted(mine, key=lambda e: e["update"]):
+            consecutive &= (entry["update"], entry["before"]) == (previous[0] + 1, previous[1]) if start else False
+            consecutive &= entry["before"] != entry["after"]
+            previous = (entry["update"], entry["after"])
+    checks["per_attempt_once"] = consecutive
     try:
-        chain = history(entries, final_hash, updates, initials)
+        chain = history(entries, starts, final_digest, final_update)
     except ValueError as error:
-        return {"chain": False, "chain_error": str(error), "per_attempt_once": per_attempt_once}
-    ids = [(r["group_id"], i) for e in chain for i, r in enumerate(e["rollouts"])]
+        return {**checks, "digest_chain": False, "digest_chain_error": str(error), "starts_on_chain": False}
+    at = {0: chain[0]["before"] if chain else final_digest, **{e["update"]: e["after"] for e in chain}}
+    checks["digest_chain"] = [e["update"] for e in chain] == list(range(1, final_update + 1))
+    checks["starts_on_chain"] = all(at.get(s["update"]) == s["digest"] for s in starts)
+    checks["chain"] = chain
+    return checks
+
+
+def check(out: Path, updates: int, sets: tuple[str, ...] = SETS, full_replay: bool = False) -> dict:
+    """The digest, ledger, replay and metrics checks of the finished run (each a bool, with its numbers)."""
+    from scale.learner.digest import state_digest
+
+    ledger = Ledger(out / LEDGER)
+    entries, starts = ledger.entries(), ledger.starts()
+    parts, recorded = _checkpoint_parts(out, sets)
+    p = parts
+    final_digest = state_digest(p.model, p.optimizer, p.scheduler, p.learner.version)
+    checks: dict[str, Any] = {"updates": updates, "ledger_entries": len(entries),
+                              "checkpoint_digest": final_digest == recorded,
+                              "violations": sorted(x.name for x in (out / LEDGER).glob("violation-*.json"))}
+    exact = digest_checks(entries, starts, final_digest, updates)
+    chain = exact.pop("chain", None)
+    checks.update(exact)
+    if chain is None:
+        checks["passed"] = False
+        return checks
     ids = [(r["group_id"], sum(1 for q in e["rollouts"][:i] if q["group_id"] == r["group_id"]))
            for e in chain for i, r in enumerate(e["rollouts"])]
-    stale_ok = all(0 <= r["version"] < e["update"] for e in chain for r in e["rollouts"])
-    replay = _replay(chain, initials[chain[0]["before"]], model, sets)
-    metrics = _metrics_ok(out, updates)
-    checks = {"chain": [e["update"] for e in chain] == list(range(1, updates + 1)), "updates": updates,
-              "ledger_entries": len(entries), "discarded_entries": len(entries) - len(chain),
-              "per_attempt_once": per_attempt_once, "trajectories": len(ids),
-              "each_trajectory_once": len(ids) == len(set(ids)), "sampled_before_update": stale_ok,
-              **replay, **metrics}
-    checks["passed"] = all(checks[k] for k in ("chain", "per_attempt_once", "each_trajectory_once",
-                                               "sampled_before_update", "replay_matches", "replay_sensitive",
-                                               "metrics_parse"))
+    checks.update({"discarded_entries": len(entries) - len(chain), "trajectories": len(ids),
+                   "each_trajectory_once": len(ids) == len(set(ids)),
+                   "sampled_before_update": all(0 <= r["version"] < e["update"] for e in chain for r in e["rollouts"])})
+    checks.update(_replay_windows(chain, ledger.snapshots(), sets))
+    if full_replay:
+        checks["full_replay"] = _full_replay(chain, ledger.snapshots(), p.model, sets)
+    checks.update(_metrics_ok(out, updates))
+    checks["passed"] = not checks["violations"] and all(checks[k] for k in (
+        "checkpoint_digest", "digest_chain", "resumes_verified", "starts_on_chain", "per_attempt_once",
+        "each_trajectory_once", "sampled_before_update", "replay_matches", "replay_sensitive", "metrics_parse"))
     return checks
 
 
@@ -483,70 +597,137 @@ def _config(updates: int, sets: tuple[str, ...] = SETS) -> Any:
     return load_config(resolve_config_path("tiny_cpu"), [*sets, f"train.updates={max(updates, 1)}"])
 
 
-def _checkpoint_model(out: Path, sets: tuple[str, ...]) -> tuple[Any, Any]:
-    """The final checkpoint's model, gathered into one process (the FSDP shards resharded by DCP)."""
+def _load_state(parts: Any, path: str, scheduler: dict, version: int) -> None:
+    """A sharded checkpoint's model and optimizer into ``parts`` (in one process: DCP reshards), its schedule and
+    version."""
+    from scale.learner.sharding import load_sharded
+
+    load_sharded(path, parts.model, parts.optimizer)
+    parts.scheduler.load_state_dict(scheduler)
+    parts.learner.version = version
+
+
+def _checkpoint_parts(out: Path, sets: tuple[str, ...]) -> tuple[Any, str | None]:
+    """The final checkpoint's state, gathered into one process, and the digest it records."""
     import torch
 
-    from scale.learner.sharding import load_sharded
     from scale.run.build import build
 
     state = torch.load(out / "checkpoint" / "state.pt", weights_only=True)
     parts = build(_config(int(state["version"]), sets))
-    load_sharded(str(out / state["sharded"]), parts.model, parts.optimizer)
-    return parts.model, parts
+    _load_state(parts, str(out / state["sharded"]), state["scheduler"], int(state["version"]))
+    return parts, state.get("digest")
 
 
-def _replay(chain: list[dict], initial: dict, checkpointed: Any, sets: tuple[str, ...]) -> dict:
-    """Apply the chain's batches to the warmed-up weights with a fresh optimizer, in one process; and the same
-    with the last update that has a gradient (mixed rewards) left out, or applied twice."""
-    import torch
-
+def _step(parts: Any, entry: dict) -> None:
+    """One recorded update applied to ``parts`` (the learner step, then the schedule, as the run does)."""
     from scale.rollouts.trajectory import Rollout, Trajectory
+
+    rollouts = [Rollout(Trajectory(r["prompt_ids"], r["token_ids"], r["action_mask"], r["log_probs"],
+                                   r["finish_reason"], r["version"], r["num_tool_calls"]), None, r["reward"],
+                        r["group_id"], "") for r in entry["rollouts"]]
+    parts.learner.step(rollouts)
+    parts.scheduler.step()
+
+
+def _distance(a: dict, b: dict) -> float:
+    return max(float((a[k] - b[k]).abs().max()) for k in a)
+
+
+def _weights(parts: Any) -> dict:
+    return {k: v.detach().clone() for k, v in parts.learner.model.state_dict().items()}
+
+
+def _replay_windows(chain: list[dict], snapshots: list[dict], sets: tuple[str, ...]) -> dict:
+    """Replay each window of :data:`REPLAY_WINDOW` updates between two snapshots on the chain, in one process.
+
+    Each window starts from the exact recorded state (its digest checked against the chain), so the replay's
+    noise is that of :data:`REPLAY_WINDOW` updates whatever the run's length. The noise is measured the way the run
+    differs from the replay, by reduction order: the same window replayed with each batch's gradient summed over two
+    microbatches (the two ranks' shards) instead of at once. The window's replay must land on the end snapshot
+    within :data:`REPLAY_NOISE_FACTOR` times that noise (:data:`REPLAY_TOLERANCE_FLOOR` at least), and miss it by
+    ten times the tolerance with its last update that has a gradient left out, or applied twice."""
+    from scale.learner.digest import state_digest
     from scale.run.build import build
 
-    def step(parts: Any, entry: dict) -> None:
-        rollouts = [Rollout(Trajectory(r["prompt_ids"], r["token_ids"], r["action_mask"], r["log_probs"],
-                                       r["finish_reason"], r["version"], r["num_tool_calls"]), None, r["reward"],
-                            r["group_id"], "") for r in entry["rollouts"]]
-        parts.learner.step(rollouts)
-        parts.scheduler.step()
+    at = {0: chain[0]["before"] if chain else None, **{e["update"]: e["after"] for e in chain}}
+    on_chain = {s["update"]: s for s in snapshots if at.get(s["update"]) == s["digest"]}
+    windows = [(u, u + REPLAY_WINDOW) for u in sorted(on_chain) if u + REPLAY_WINDOW in on_chain]
+    if not windows:
+        return {"replay_windows": 0, "replay_matches": False, "replay_sensitive": False}
+    parts, target = build(_config(len(chain), sets)), build(_config(len(chain), sets))
+    rows, exact = [], True
+    for start, end in windows:
+        first, last = on_chain[start], on_chain[end]
+        _load_state(parts, first["path"], first["scheduler"], start)
+        _load_state(target, last["path"], last["scheduler"], end)
+        exact &= state_digest(parts.model, parts.optimizer, parts.scheduler, start) == first["digest"]
+        exact &= state_digest(target.model, target.optimizer, target.scheduler, end) == last["digest"]
+        rows.append({"start": start, "end": end, **_replay_window(parts, chain[start:end], _weights(target))})
+    tolerance = max(r["tolerance"] for r in rows)
+    return {"replay_windows": len(rows), "replay_window_updates": REPLAY_WINDOW, "replay_snapshots_exact": exact,
+            "replay_max_abs_diff": max(r["mismatch"] for r in rows),
+            "replay_rounding_noise": max(r["noise"] for r in rows), "replay_tolerance": tolerance,
+            "replay_last_update_lost_diff": min(r["lost"] for r in rows),
+            "replay_last_update_repeated_diff": min(r["repeated"] for r in rows),
+            "replay_matches": exact and all(r["mismatch"] <= r["tolerance"] for r in rows),
+            "replay_sensitive": all(min(r["lost"], r["repeated"]) > 10 * r["tolerance"] for r in rows),
+            "replay_window_rows": rows}
 
-    def distance(a: dict, b: dict) -> float:
-        return max(float((a[k] - b[k]).abs().max()) for k in a)
 
-    def replay(entries: list[dict], start: dict | None = None, parts: Any = None) -> Any:
-        """``entries`` applied to a fresh build from ``start``, or applied on to ``parts`` (a replay so far)."""
-        if parts is None:
-            parts = build(_config(len(chain), sets))  # a fresh optimizer and schedule
-            parts.model.load_state_dict(start)
-        for entry in entries:
-            step(parts, entry)
-        return parts
+def _replay_window(parts: Any, entries: list[dict], target: dict) -> dict:
+    """One window (see :func:`_replay_windows`) from the state in ``parts``, which it leaves unchanged."""
+    start = SimpleNamespace(learner=parts.learner, scheduler=parts.scheduler)
+    mixed = [i for i, e in enumerate(entries) if len({r["reward"] for r in e["rollouts"]}) > 1]
+    k = mixed[-1] if mixed else len(entries) - 1  # the last update with a gradient (mixed rewards)
 
-    def weights(parts: Any) -> dict:
-        return parts.learner.model.state_dict()
+    def replay(window: list[dict], state: Any, microbatch: int | None = None) -> Any:
+        state = copy.deepcopy(state)
+        state.learner.microbatch_size = microbatch
+        for entry in window:
+            _step(state, entry)
+        return state
 
+    prefix = replay(entries[:k], start)
+    replayed = _weights(replay(entries[k:], prefix))
+    lost = _distance(_weights(replay(entries[k + 1:], prefix)), target)
+    repeated = _distance(_weights(replay(entries[k:k + 1] + entries[k:], prefix)), target)
+    halves = replay(entries, start, microbatch=max(len(entries[0]["rollouts"]) // 2, 1))
+    noise = _distance(_weights(halves), replayed)
+    mismatch = _distance(replayed, target)
+    return {"probe_update": entries[k]["update"], "mismatch": mismatch, "noise": noise,
+            "tolerance": max(REPLAY_TOLERANCE_FLOOR, REPLAY_NOISE_FACTOR * noise), "lost": lost, "repeated": repeated}
+
+
+def _full_replay(chain: list[dict], snapshots: list[dict], checkpointed: Any, sets: tuple[str, ...]) -> dict:
+    """The whole-run replay the soak used before its windows (for comparison, not a check): the chain's batches
+    applied to the warmed-up weights in one process, with a fresh optimizer; its tolerance ten times the distance
+    to the same replay from weights one ulp away. Adam makes the tiny model's training chaotic over hundreds of
+    updates, so this loses its power on long soaks (docs/performance.md, "Chaos soak")."""
+    import torch
+
+    from scale.run.build import build
+
+    initial = next(s for s in snapshots if s["update"] == 0 and s["digest"] == chain[0]["before"])
+    start = build(_config(len(chain), sets))
+    _load_state(start, initial["path"], initial["scheduler"], 0)
+    base = {k: v.detach().clone() for k, v in start.model.state_dict().items()}
     target = {k: v.detach().clone() for k, v in checkpointed.state_dict().items()}
-    mixed = [i for i, e in enumerate(chain) if len({r["reward"] for r in e["rollouts"]}) > 1]
-    k = mixed[-1] if mixed else len(chain) - 1  # the last update with a gradient (mixed rewards)
-    # The three replays share their first k updates: replayed once, then copied (learner, model, optimizer and
-    # schedule together, so that the copy steps exactly as the original would).
-    prefix = replay(chain[:k], initial)
-    shared = SimpleNamespace(learner=prefix.learner, scheduler=prefix.scheduler)
-    lost = distance(weights(replay(chain[k + 1:], parts=copy.deepcopy(shared))), target)
-    repeated = distance(weights(replay(chain[k:k + 1] + chain[k:], parts=copy.deepcopy(shared))), target)
-    replayed = weights(replay(chain[k:], parts=shared))
-    mismatch = distance(replayed, target)
-    # The replay's own rounding noise: the same history from warmed-up weights one ulp away.
+
+    def replay(weights: dict, entries: list[dict]) -> dict:
+        parts = build(_config(len(chain), sets))  # a fresh optimizer and schedule
+        parts.model.load_state_dict(weights)
+        for entry in entries:
+            _step(parts, entry)
+        return _weights(parts)
+
+    replayed = replay(base, chain)
     nudged = {name: torch.nextafter(v, torch.full_like(v, math.inf)) if v.is_floating_point() else v
-              for name, v in initial.items()}
-    noise = distance(weights(replay(chain, nudged)), replayed)
-    tolerance = max(REPLAY_TOLERANCE_FLOOR, REPLAY_NOISE_FACTOR * noise)
-    return {"replay_probe_update": chain[k]["update"], "replay_max_abs_diff": mismatch,
-            "replay_last_update_lost_diff": lost, "replay_last_update_repeated_diff": repeated,
-            "replay_rounding_noise": noise, "replay_tolerance": tolerance,
-            "replay_matches": mismatch <= tolerance,
-            "replay_sensitive": min(lost, repeated) > 10 * tolerance}
+              for name, v in base.items()}
+    noise = _distance(replay(nudged, chain), replayed)
+    tolerance = max(1e-9, REPLAY_NOISE_FACTOR * noise)
+    mismatch = _distance(replayed, target)
+    return {"max_abs_diff": mismatch, "rounding_noise": noise, "tolerance": tolerance, "matches": mismatch <= tolerance}
 
 
 def _metrics_ok(out: Path, updates: int) -> dict:
@@ -571,13 +752,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--placement", choices=list(PLACEMENT_SETS), default="ray",
                         help="ray (the soak); threads: a dry run without Ray and without engine kills")
     parser.add_argument("--markdown", type=Path, default=None, help="print the table of a saved chaos_report.json")
+    parser.add_argument("--full-replay", action="store_true",
+                        help="also replay the whole run from the warmed-up weights (the check before the windows; "
+                             "for comparison, slow on long soaks, not part of the verdict)")
+    parser.add_argument("--recheck", action="store_true",
+                        help="check the finished soak in --out again (its chaos_report.json rewritten) without running")
     args = parser.parse_args(argv)
     if args.markdown is not None:
         print(markdown(json.loads(args.markdown.read_text())))
         return 0
     if args.out is None:
         parser.error("--out is required (unless --markdown)")
-    report = soak(args.out, args.seconds, args.seed, tuple(args.gap), args.placement)
+    if args.recheck:
+        report = json.loads((args.out / "chaos_report.json").read_text())
+        sets = (*SETS, *PLACEMENT_SETS[report.get("placement", "ray")])
+        report["checks"] = check(args.out, report["checks"].get("updates") or _checkpoint_version(args.out),
+                                 sets, args.full_replay)
+        (args.out / "chaos_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    else:
+        report = soak(args.out, args.seconds, args.seed, tuple(args.gap), args.placement, args.full_replay)
     print(json.dumps(report, indent=2))
     print(markdown(report))
     return 0 if report["checks"].get("passed") else 1

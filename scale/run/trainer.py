@@ -34,6 +34,7 @@ import yaml
 
 from flashsim.config import to_dict
 from flashsim.io import SUMMARY, CurvePanel, ProgressBar, RunDirectory, plot_curves, read_metrics
+from scale.learner.digest import state_digest
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
 from scale.learner.sharding import load_sharded, save_sharded
 from scale.rollouts.collect import evaluate_completions
@@ -102,6 +103,8 @@ class Trainer:
         """The injected lag's kept weights read from a checkpoint (``rollout.injected_lag`` > 0)."""
         self._last_plot = time.perf_counter()
         """When ``curves.png`` was last drawn (the run's start before the first drawing)."""
+        self.resumed_digest: str | None = None
+        """The :meth:`digest` of the state a resume loaded (checked against the one its checkpoint records)."""
 
     @property
     def data_parallel(self) -> bool:
@@ -185,6 +188,7 @@ class Trainer:
             weights = p.learner.weights()
             if source is not None:
                 source.publish(weights, p.learner.version)
+            self.updated(rollouts)
             k = p.learner.version
             row = {"update": k, **_rollout_metrics(rollouts), **lag, **info, **stats,
                    "time/learn_s": time.perf_counter() - step_started,
@@ -201,6 +205,17 @@ class Trainer:
             if (every > 0 and k % every == 0) or k == c.train.updates:
                 self.save()
         bar.close()
+
+    def updated(self, rollouts: list[Rollout]) -> None:
+        """Called on every rank after each update (the step, the schedule, the weights published), with the whole
+        batch; does nothing here. A subclass may record the update: the chaos soak's ledger records the
+        :meth:`digest` of each update's state (``benchmarks/chaos_soak.py``)."""
+
+    def digest(self) -> str:
+        """The exact digest of the learner's state (weights, optimizer state, schedule, version): see
+        :mod:`scale.learner.digest`. A collective with data-parallel learners: every rank calls it."""
+        p = self.parts
+        return state_digest(p.model, p.optimizer, p.scheduler, p.learner.version)
 
     def write(self, row: dict[str, Any]) -> None:
         """Append a metrics row (rank 0 first draws ``curves.png`` when :meth:`_plot_due`, timed in the row)."""
@@ -273,16 +288,18 @@ class Trainer:
         return self.config.learner.parallel == "fsdp"
 
     def save(self) -> None:
-        """Checkpoint (rank 0; the run directory adds the metrics' offsets, flushing the rows so far). Under
-        FSDP every rank first writes its shards; the directories of older checkpoints then go."""
+        """Checkpoint (rank 0; the run directory adds the metrics' offsets, flushing the rows so far), with the
+        :meth:`digest` of the state it holds. Under FSDP every rank first writes its shards; the directories of
+        older checkpoints then go."""
         sharded = None
         if self._sharded_checkpoints:
             sharded = self.run_dir.out / SHARDED.format(update=self.parts.learner.version)
             save_sharded(str(sharded), self.parts.model, self.parts.optimizer)
+        digest = self.digest()  # after the save: what the checkpoint holds
         self.last_checkpoint = self.parts.learner.version
         if not self.is_main:
             return
-        self.run_dir.save(self.state())
+        self.run_dir.save({**self.state(), "digest": digest})
         if sharded is not None:
             for old in sharded.parent.glob(SHARDED.format(update="*").rsplit("/", 1)[1]):
                 if old != sharded:
@@ -306,6 +323,11 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
         self.summary = dict(state["summary"])
         self._kept_weights = state.get("injected_lag")
+        self.resumed_digest = self.digest()
+        if state.get("digest", self.resumed_digest) != self.resumed_digest:  # checkpoints before digests have none
+            raise ValueError(f"the checkpoint in {self.run_dir.out / 'checkpoint'} does not hold the state it was "
+                             f"saved from (digest {self.resumed_digest[:12]}, recorded {state['digest'][:12]}): its "
+                             "weights and optimizer state do not belong together; refusing to resume from it")
 
 
 def _generator(engine: RolloutEngine) -> torch.Generator | None:
