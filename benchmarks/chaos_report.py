@@ -28,9 +28,35 @@ def markdown(report: dict) -> str:
               f"processes killed; median {report['median_update_s']:.2f} s per update between faults. "
               f"Final run: {c.get('updates')} updates, {c.get('trajectories')} trajectories, "
               f"{c.get('discarded_entries')} ledger entries discarded (updates redone after a resume). "
-              f"Replay: max |replayed - checkpointed| = {c.get('replay_max_abs_diff', float('nan')):.1e} "
-              f"(tolerance {c.get('replay_tolerance', float('nan')):.1e}, rounding noise "
+              f"{_digests(c)} "
+              f"Replay, {c.get('replay_windows', 0)} windows of {c.get('replay_window_updates', '?')} updates from "
+              f"recorded states: max |replayed - recorded| = {c.get('replay_max_abs_diff', float('nan')):.1e} "
+              f"(tolerance {c.get('replay_tolerance', float('nan')):.1e}, reduction-order noise "
               f"{c.get('replay_rounding_noise', float('nan')):.1e}); "
               f"last update lost: {c.get('replay_last_update_lost_diff', 0):.1e}, "
-              f"repeated: {c.get('replay_last_update_repeated_diff', 0):.1e}. Verdict: {verdict}."]
+              f"repeated: {c.get('replay_last_update_repeated_diff', 0):.1e} (the smallest over the windows)."
+              f"{_full_replay(c)} Verdict: {verdict}."]
     return "\n".join(lines)
+
+
+def _digests(c: dict) -> str:
+    """The exact checks in words."""
+    if "digest_chain" not in c:
+        return "Digest checks: not run (the final resume failed)."
+    keys = ("checkpoint_digest", "digest_chain", "resumes_verified", "starts_on_chain", "per_attempt_once")
+    if all(c.get(k) for k in keys) and not c.get("violations"):
+        found = (f"holds updates 1..{c.get('updates')} once each, every resume loaded the state the ledger held "
+                 "and each attempt went on from it")
+    else:
+        found = f"FAILS: {c.get('digest_chain_error') or {k: c.get(k) for k in (*keys, 'violations')}}"
+    return f"State digests (weights, optimizer state, schedule): the chain from the final checkpoint {found}."
+
+
+def _full_replay(c: dict) -> str:
+    """The whole-run replay (``--full-replay``), if it ran: for comparison, not part of the verdict."""
+    f = c.get("full_replay")
+    if not f:
+        return ""
+    return (f" Whole-run replay from the warmed-up weights (the former check, not part of the verdict): "
+            f"max diff {f['max_abs_diff']:.1e}, tolerance {f['tolerance']:.1e} from a one-ulp nudge "
+            f"({f['rounding_noise']:.1e}): {'would pass' if f['matches'] else 'would fail'}.")

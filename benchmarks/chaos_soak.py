@@ -1,4 +1,4 @@
-"""Chaos soak (issue 41): an asynchronous ``scale`` run survives random SIGKILLs and loses or repeats nothing.
+"""Chaos soak: an asynchronous ``scale`` run survives random SIGKILLs and loses or repeats nothing.
 
 The run: ``torchrun --nproc-per-node 2 -m scale train`` on the tiny preset with two Ray engine actors and the FSDP2
 learner over gloo (``learner.parallel: fsdp``, the most distributed learner that runs on a CPU machine), in
@@ -18,15 +18,25 @@ jobs is also how a real deployment runs. The engine actors die with their driver
 
 Then it stops the run, resumes it one last time for 2 more updates to a clean finish, and checks:
 
-- **the ledger**: each rank 0 of each attempt records, per update, the trajectories it trained on (ids and
-  tokens), the policy version each was sampled at, and hashes of the weights before and after the step
-  (:class:`LedgerSource`, a wrapper of the run's own rollout source). The chain of hashes from the final
-  checkpoint's weights back to the warmed-up ones is the history the checkpoint holds: updates 1..N each once,
-  every trajectory in it at most once, each sampled at a version older than its update;
-- **a replay**: one process applies that history's batches to the warmed-up weights with a fresh optimizer and
-  must land on the checkpoint's weights within :data:`REPLAY_NOISE_FACTOR` times the replay's own rounding noise
-  (the same replay from warmed-up weights moved by one ulp); the same replay with the last update left out or
-  applied twice misses them by more than ten times that tolerance (so a lost or repeated update would be seen);
+- **the state digests, exactly** (:mod:`scale.learner.digest`: SHA-256 over the weights, the AdamW state, the
+  schedule and the version, each rank digesting its own FSDP shards, independent of the number of ranks): every
+  rank of every attempt runs the run's own trainer with a :class:`Ledger` (:func:`ledgered_trainer`); rank 0
+  records, per update, the batch (ids, tokens, the version each was sampled at) and the digests of the state just
+  before and just after the step, and, per attempt, the digest it started from. A resume checks that the state it
+  loaded has the digest the ledger holds for its update (else it stops, and the soak fails); the trainer itself
+  checks that a checkpoint holds the state it recorded. At the end the chain of digests from the final
+  checkpoint (recomputed in one process) back to the warmed-up state must hold updates 1..N once each, every start
+  on it, each attempt's updates consecutive, each from the state the previous one left. A lost update, a repeated
+  one, a resume from the wrong checkpoint, an optimizer state that does not belong to the weights: each is an exact
+  mismatch at any length, with no tolerance. Each trajectory at most once, each sampled before its update;
+- **a replay in windows**: every :data:`SNAPSHOT_EVERY` updates the run saves its full state (and again
+  :data:`REPLAY_WINDOW` updates later); one process replays each window's batches from the start snapshot and must
+  land on the end snapshot within :data:`REPLAY_NOISE_FACTOR` times the window's reduction-order noise (the same
+  window with each gradient summed over two microbatches, the two ranks' shards); the same with the window's last
+  update left out or applied twice must miss by ten times more. This ties the recorded batches to the recorded
+  states; windows keep the tolerance tight whatever the run's length (the tiny model's training under Adam is
+  chaotic over hundreds of updates, so a whole-run replay's rounding grows to what one update moves:
+  ``--full-replay`` runs that former check too, for comparison);
 - **the metrics files** parse (``metrics.jsonl`` and ``metrics.csv``), one row per update 0..N.
 
 It reports the faults injected, the recoveries and the time each fault cost (the stall from the kill until
@@ -34,6 +44,7 @@ the run writes an update past the one it had reached, and that stall less one me
 
     nice -n 5 python benchmarks/chaos_soak.py --out runs/chaos --seconds 600
     python benchmarks/chaos_soak.py --out runs/chaos12 --seconds 12 --gap 4 6 --seed 1  # CI (test_chaos_soak.py)
+    python benchmarks/chaos_soak.py --out runs/chaos --recheck  # the checks again, on a finished soak
 
 Figures: docs/performance.md, "scale: chaos soak".
 """

@@ -17,8 +17,9 @@ rank). Replicated tensors (DDP's replicas, FSDP's per-parameter step counters, b
 0; every rank digests its replicated part too, and ranks that disagree (DDP replicas that drifted apart) raise.
 
 A sum of hashes guards against accidents (a lost step, a wrong file, a bit flip), not against someone crafting a
-collision on purpose. Cost: one SHA-256 pass over each rank's share of the state (about 10 ms per update for the
-tiny preset's 0.3 M float64 parameters and their two Adam moments) and one small ``all_gather_object``.
+collision on purpose. Cost: one SHA-256 pass over each rank's share of the state, a Python call per row, and one
+small ``all_gather_object``: 0.12 s for the whole state of the tiny preset in float64 (0.33 M parameters and their
+two AdamW moments, 3,000 rows each) in one process on a machine at load 17 (2 cores), under FSDP each rank half.
 """
 
 from __future__ import annotations

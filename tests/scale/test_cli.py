@@ -111,7 +111,30 @@ def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path, extra):
     resumed.run()
     for (name, a), (_, b) in zip(straight.parts.model.state_dict().items(), resumed.parts.model.state_dict().items()):
         assert torch.equal(a, b), name
+    assert resumed.digest() == straight.digest()  # weights, optimizer state and schedule all bitwise equal
     rows = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()] for d in "ab"]
     keys = ("update", "rollout/reward", "rollout/length", "loss/policy", "grad/norm", "lag/mean",
             "trust/sequence_kl_mean")
     assert [[r.get(k) for k in keys] for r in rows[0]] == [[r.get(k) for k in keys] for r in rows[1]]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_whose_optimizer_state_does_not_belong_to_its_weights_is_refused(tmp_path):
+    """The checkpoint records the digest of the state it holds (scale.learner.digest); a resume recomputes it."""
+    from flashsim.io import load_checkpoint, save_checkpoint
+
+    def config(updates):
+        return load_config(ROOT / "scale/configs/tiny_cpu.yaml",
+                           TINY + [f"log.out={tmp_path}", f"train.updates={updates}", "loop.mode=sync",
+                                   "eval.every=100", "log.curves=false", "log.checkpoint_every=1"])
+
+    run = Trainer(config(2))
+    run.run()
+    path = tmp_path / "checkpoint" / "state.pt"
+    state = load_checkpoint(path)
+    assert state["digest"] == run.digest()
+    moments = next(iter(state["optimizer"]["state"].values()))
+    moments["exp_avg"] = moments["exp_avg"] + 1e-3  # one parameter's first moment from elsewhere
+    save_checkpoint(path, state)
+    with pytest.raises(ValueError, match="do not belong together"):
+        Trainer(config(3), resume=True).run()
