@@ -165,7 +165,9 @@ class Ledger:
         """The digest the ledger holds for the state after ``update``: the latest attempt's (an update's ``after``,
         or the state an attempt started from at that update). Checkpoints only move forward, so the checkpoint a
         resume loads was written by the latest attempt that reached its update."""
-        held = [(e["attempt"], e["after"]) for e in self.entries() if e["update"] == update]
+        from flashsim.io import load_checkpoint
+
+        held = [(e["attempt"], e["after"]) for e in map(load_checkpoint, self.folder.glob(f"a*-u{update:07d}.pt"))]
         held += [(s["attempt"], s["digest"]) for s in self.starts() if s["update"] == update]
         return max(held)[1] if held else None
 
