@@ -37,26 +37,12 @@ SIZES = {"cuda": {"hidden_size": 256, "num_layers": 4, "num_heads": 8, "intermed
          "cpu": {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 128, "batch": 8,
                  "updates": 2, "max_new_tokens": 8}}
 """Model and TRL run sizes per device (the shell script passes scale the same batch and budget)."""
-CHARACTERS = "0123456789+-*=() .,?:<>/calout"
-
-
 def build_smoke_model(out: Path, device: str) -> None:
-    import tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from scale.learner.model import save_tiny_pretrained
 
-    from scale.learner.model import build_tiny_model
-    from scale.rollouts.tokenizer import HFTokenizer
-
-    vocab = {token: i for i, token in enumerate(["<pad>", "<eos>", "<unk>", *sorted(set(CHARACTERS))])}
-    core = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
-    core.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
-    core.decoder = tokenizers.decoders.Fuse()
-    hf = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
     size = SIZES[device]
-    model = build_tiny_model(HFTokenizer(hf), hidden_size=size["hidden_size"], num_layers=size["num_layers"],
-                             num_heads=size["num_heads"], intermediate_size=size["intermediate_size"], seed=0)
-    model.save_pretrained(out / "model")
-    hf.save_pretrained(out / "model")
+    save_tiny_pretrained(out / "model", hidden_size=size["hidden_size"], num_layers=size["num_layers"],
+                         num_heads=size["num_heads"], intermediate_size=size["intermediate_size"], seed=0)
 
 
 def _scale_sets(device: str) -> list[str]:

@@ -61,6 +61,35 @@ def build_tiny_model(
     return model
 
 
+TINY_ALPHABET = "0123456789+-*=() .,?:<>/calout"
+"""The characters :func:`save_tiny_pretrained`'s tokenizer knows: digits, arithmetic, the calculator's tags."""
+
+
+def save_tiny_pretrained(directory: str | Path, *, alphabet: str = TINY_ALPHABET, seed: int = 0,
+                         **sizes: int) -> Path:
+    """Write a tiny model directory, as ``save_pretrained`` writes one, with no download: a character-level
+    ``PreTrainedTokenizerFast`` (``<pad>``, ``<eos>``, ``<unk>`` and one token per character of ``alphabet``) and
+    :func:`build_tiny_model` over it (``sizes``: its keyword sizes; default a 2-layer Llama, hidden size 64).
+
+    For trying what takes a model path (``--model``, TRL's trainers) on a CPU. Returns ``directory``.
+    """
+    import tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(["<pad>", "<eos>", "<unk>", *sorted(set(alphabet))])}
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="<unk>"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
+    core.decoder = tokenizers.decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>",
+                                        unk_token="<unk>")
+    sizes = {"hidden_size": 64, "num_layers": 2, "num_heads": 2, "intermediate_size": 128, **sizes}
+    model = build_tiny_model(HFTokenizer(tokenizer), seed=seed, **sizes)
+    directory = Path(directory)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
 def check_model_source(path_or_id: str) -> None:
     """Refuse a model that cannot be a Hugging Face model directory or hub id, before anything loads.
 

@@ -198,13 +198,14 @@ def test_trl_refuses_one_rollout_per_prompt_and_the_flash_config_accepts_it(run)
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"beta": 0.04}, "beta=0.04 is a GRPO setting"),
+    ({"scale_rewards": "batch"}, r"never scaled. Remove it \(the trainer ignores its default, .group.\)"),
     ({"num_iterations": 2}, "one optimizer step per fresh batch"),
     ({"vllm_importance_sampling_correction": True}, "vllm_importance_sampling_correction=True"),
     ({"gate": "seq"}, "FlashReinforceConfig.gate must be one of"),
     ({"gate_delta": -1.0}, r"FlashReinforceConfig.gate_delta must lie in \[0.0, inf\]"),
     ({"gate": "none", "gate_delta": 0.01}, "FlashReinforceConfig.gate_delta changes nothing"),
     ({"num_generations": 0}, "num_generations must be an int >= 1"),
-], ids=["beta", "iterations", "vllm-is", "gate", "delta", "inert-delta", "generations"])
+], ids=["beta", "scale-rewards", "iterations", "vllm-is", "gate", "delta", "inert-delta", "generations"])
 def test_settings_the_trainer_would_ignore_or_cannot_take_are_refused(run, options, message):
     with pytest.raises(ValueError, match=message):
         _config(run, **options)
@@ -220,3 +221,50 @@ def test_a_grpo_config_is_refused_by_the_flash_trainer(run):
     with pytest.raises(TypeError, match="args must be a FlashReinforceConfig"):
         FlashReinforceTrainer(model=run.model, reward_funcs=run.reward, args=args, train_dataset=run.dataset,
                               processing_class=run.tokenizer)
+
+
+def _train(run, **options):
+    """A copy of the tiny model trained for two optimizer steps; the trainer's log rows and the warnings it gave."""
+    import copy
+    import warnings
+
+    from flashsim.integrations.trl import FlashReinforceConfig, FlashReinforceTrainer
+
+    config = FlashReinforceConfig(**{**dict(
+        output_dir=str(run.out), use_cpu=True, bf16=False, report_to="none", save_strategy="no", seed=0,
+        per_device_train_batch_size=B // STEPS, max_completion_length=max(LENGTHS), max_steps=2, logging_steps=1,
+        learning_rate=1e-2, lr_scheduler_type="constant", disable_tqdm=True), **options})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = FlashReinforceTrainer(model=copy.deepcopy(run.model), reward_funcs=run.reward, args=config,
+                                        train_dataset=run.dataset, processing_class=run.tokenizer)
+    trainer.train()
+    rows = [row for row in trainer.state.log_history if "trust/sequence_kl" in row]
+    return rows, [str(w.message) for w in caught if "FlashReinforceTrainer: μ is" in str(w.message)]
+
+
+def test_the_gate_acts_on_a_generation_batch_used_after_an_optimizer_step(run):
+    """steps_per_generation = 2 > 1 accumulation step: the second step trains on half a generation batch that the
+    first step's weights did not sample, against TRL's generation-time log-probs: KL > 0, and δ = 1e-9 rejects."""
+    rows, warned = _train(run, gradient_accumulation_steps=1, steps_per_generation=2, gate_delta=1e-9)
+    assert not warned
+    assert len(rows) == 2
+    assert rows[1]["trust/sequence_kl"] > 0 and rows[1]["trust/acceptance_rate"] < 1, rows
+    assert "frac_reward_zero_std" not in rows[0] and rows[0]["frac_batch_reward_zero_std"] in (0.0, 1.0)
+
+
+def test_the_trainer_says_once_when_the_gate_has_nothing_to_correct(run):
+    """No vLLM and each generation batch used within one optimizer step: μ is the learner's own log-probs."""
+    rows, warned = _train(run, gradient_accumulation_steps=STEPS, steps_per_generation=STEPS, gate_delta=1e-9)
+    assert len(warned) == 1 and "use_vllm=True" in warned[0] and "steps_per_generation >" in warned[0]
+    assert all(row["trust/acceptance_rate"] == 1 and row["trust/sequence_kl"] == 0 for row in rows), rows
+
+
+def test_a_batch_without_signal_is_one_whose_rewards_are_all_equal():
+    pytest.importorskip("trl")  # flashsim.integrations.trl imports TRL
+    from flashsim.integrations.trl import batch_rewards_all_equal
+
+    nan, weights = float("nan"), torch.tensor([1.0, 2.0])
+    assert batch_rewards_all_equal(torch.tensor([[1.0, 0.0], [1.0, 0.0], [nan, nan]]), weights)
+    assert batch_rewards_all_equal(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), weights)  # 2 = 0 + 2·1
+    assert not batch_rewards_all_equal(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), weights)

@@ -18,7 +18,11 @@ functions, tools, logging, checkpoints — is TRL's own):
    stored sampling log-probs μ (vLLM's ``sampling_per_token_logps`` with ``use_vllm``; without vLLM, TRL's
    generation-time ``old_per_token_logps`` when the batch is used after an optimizer step, else the current
    log-probs, which generated it), outer denominator the process's rows of one optimizer step, so DDP's gradient
-   mean is the global batch's sample mean.
+   mean is the global batch's sample mean. In that last case the trust region has nothing to correct (ratio 1,
+   KL 0): the trainer warns once, when it is built, with the two settings that store sampling log-probs.
+4. **Logs**: ``trust/acceptance_rate``, ``trust/sequence_kl``, ``trust/ratio_max`` per step;
+   ``frac_batch_reward_zero_std`` (the fraction of generation batches whose rewards are all equal: no signal for
+   a batch baseline) instead of TRL's ``frac_reward_zero_std`` (the fraction of groups, 1.0 at every step at G = 1).
 
 Left out on purpose: several iterations per batch (``num_iterations``: FlashREINFORCE takes one optimizer step
 per fresh batch), a KL penalty to a reference model (``beta``), TRL's vLLM importance-sampling correction (the
@@ -28,6 +32,7 @@ token ratio on vLLM's log-probs is that correction already) and the entropy bonu
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import torch
 from torch import Tensor
@@ -86,7 +91,7 @@ class FlashReinforceConfig(GRPOConfig):
         for name, why in GRPO_ONLY.items():
             if getattr(self, name) != defaults[name]:
                 raise ValueError(f"{name}={getattr(self, name)!r} is a GRPO setting FlashReinforceConfig does not "
-                                 f"use ({why}); leave it at {defaults[name]!r}")
+                                 f"use: {why}. Remove it (the trainer ignores its default, {defaults[name]!r})")
         self.loss_options  # noqa: B018 (checks gate and gate_delta before anything is built)
         if not isinstance(self.num_generations, int) or self.num_generations < 1:
             raise ValueError(f"num_generations must be an int >= 1, got {self.num_generations!r}")
@@ -134,6 +139,32 @@ def behavior_log_probs(inputs: dict, log_probs: Tensor) -> Tensor:
     return torch.where(torch.isnan(stored), log_probs.detach().to(stored.dtype), stored)
 
 
+def batch_rewards_all_equal(rewards_per_func: Tensor, weights: Tensor) -> bool:
+    """Whether every scored trajectory of the generation batch has the same total reward, so that every
+    advantage ``R_i − mean_j R_j`` is 0 and the batch carries no learning signal. Shape: ``[B, F]``, ``[F]``."""
+    rewards = (rewards_per_func * weights.to(rewards_per_func)).nansum(dim=1)
+    rewards = rewards[~torch.isnan(rewards_per_func).all(dim=1)]
+    return rewards.numel() == 0 or bool(rewards.max() == rewards.min())
+
+
+def own_log_probs_are_behaviour(args: GRPOConfig) -> bool:
+    """Whether μ is the learner's own log-probs: no vLLM (so no sampling log-probs) and TRL stores no
+    generation-time ones, because each generation batch is used up before an optimizer step changes the weights
+    that sampled it (``gradient_accumulation_steps`` a multiple of ``steps_per_generation``; TRL's own test)."""
+    generate_every = args.steps_per_generation * args.num_iterations
+    return not args.use_vllm and args.gradient_accumulation_steps % generate_every == 0
+
+
+ON_POLICY_WARNING = (
+    "FlashReinforceTrainer: μ is the learner's own log-probs here (use_vllm=False, and gradient_accumulation_steps="
+    "{accumulation} uses each generation batch before an optimizer step; steps_per_generation={generation}): every "
+    "token ratio is 1 and every sequence KL 0, so the trust region has nothing to correct and the gate admits every "
+    "trajectory. For stored sampling log-probs, generate with vLLM (use_vllm=True: μ is vLLM's sampling log-probs) "
+    "or use each generation batch across optimizer steps (steps_per_generation > gradient_accumulation_steps: μ is "
+    "TRL's generation-time log-probs).")
+"""What the trainer warns, once, when :func:`own_log_probs_are_behaviour` holds."""
+
+
 class FlashReinforceTrainer(GRPOTrainer):
     """``GRPOTrainer`` training with FlashREINFORCE (see the module docstring); same constructor, and ``args`` a
     :class:`FlashReinforceConfig` (built with its defaults when None)."""
@@ -146,6 +177,9 @@ class FlashReinforceTrainer(GRPOTrainer):
             raise TypeError(f"args must be a FlashReinforceConfig (a GRPOConfig would train GRPO), got "
                             f"{type(args).__name__}")
         super().__init__(model, reward_funcs, args, *positional, **keywords)
+        if own_log_probs_are_behaviour(args):
+            warnings.warn(ON_POLICY_WARNING.format(accumulation=args.gradient_accumulation_steps,
+                                                   generation=args.steps_per_generation), UserWarning, stacklevel=2)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         self._batch_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -157,6 +191,13 @@ class FlashReinforceTrainer(GRPOTrainer):
         local = slice(self.accelerator.process_index * len(inputs), (self.accelerator.process_index + 1) * len(inputs))
         output["advantages"] = advantages[local].to(output["advantages"])
         self._logs["advantages"].extend(advantages.tolist())  # replaces TRL's group advantages (a generation batch)
+        # TRL's frac_reward_zero_std is the fraction of *groups* whose rewards are all equal (GRPO's zero-advantage
+        # rows; 1.0 at every step when G = 1). The baseline here is the batch's: its signal is gone only when the
+        # whole generation batch scored alike. One value per generation batch; TRL averages them when it logs.
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        metrics.pop("frac_reward_zero_std", None)
+        metrics["frac_batch_reward_zero_std"].append(float(batch_rewards_all_equal(self._batch_rewards,
+                                                                                   self.reward_weights)))
         return output
 
     def _compute_loss(self, model, inputs):
@@ -184,5 +225,6 @@ class FlashReinforceTrainer(GRPOTrainer):
         return loss
 
 
-__all__ = ["GRPO_ONLY", "FlashReinforceConfig", "FlashReinforceTrainer", "behavior_log_probs",
-           "generation_batch_advantages"]
+__all__ = ["GRPO_ONLY", "ON_POLICY_WARNING", "FlashReinforceConfig", "FlashReinforceTrainer",
+           "batch_rewards_all_equal", "behavior_log_probs", "generation_batch_advantages",
+           "own_log_probs_are_behaviour"]
