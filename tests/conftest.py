@@ -75,6 +75,7 @@ LONGEST_FIRST = (
     "tests/experiments/test_cli_reproduce.py",
     "tests/scale/test_vllm_engine.py",
     "tests/integrations/test_trl_two_processes.py",
+    "tests/test_docs_blocks.py",
     "tests/scale/test_own_model.py",
     "tests/scale/test_own_data.py",
     "tests/scale/test_data_parallel.py",
