@@ -577,7 +577,8 @@ def check(out: Path, updates: int, sets: tuple[str, ...] = SETS, full_replay: bo
 
     ledger = Ledger(out / LEDGER)
     entries, starts = ledger.entries(), ledger.starts()
-    parts, recorded = _checkpoint_parts(out, sets)
+    parts, state = _checkpoint_parts(out, sets)
+    recorded = state.get("digest")
     p = parts
     final_digest = state_digest(p.model, p.optimizer, p.scheduler, p.learner.version)
     checks: dict[str, Any] = {"updates": updates, "ledger_entries": len(entries),
@@ -594,7 +595,9 @@ def check(out: Path, updates: int, sets: tuple[str, ...] = SETS, full_replay: bo
     checks.update({"discarded_entries": len(entries) - len(chain), "trajectories": len(ids),
                    "each_trajectory_once": len(ids) == len(set(ids)),
                    "sampled_before_update": all(0 <= r["version"] < e["update"] for e in chain for r in e["rollouts"])})
-    checks.update(_replay_windows(chain, ledger.snapshots(), sets))
+    final = {"update": updates, "digest": recorded, "path": str(out / state["sharded"]),
+             "scheduler": state["scheduler"]}  # the final checkpoint ends a window too
+    checks.update(_replay_windows(chain, [*ledger.snapshots(), final], sets))
     if full_replay:
         checks["full_replay"] = _full_replay(chain, ledger.snapshots(), p.model, sets)
     checks.update(_metrics_ok(out, updates))
@@ -620,8 +623,8 @@ def _load_state(parts: Any, path: str, scheduler: dict, version: int) -> None:
     parts.learner.version = version
 
 
-def _checkpoint_parts(out: Path, sets: tuple[str, ...]) -> tuple[Any, str | None]:
-    """The final checkpoint's state, gathered into one process, and the digest it records."""
+def _checkpoint_parts(out: Path, sets: tuple[str, ...]) -> tuple[Any, dict]:
+    """The final checkpoint's state, gathered into one process, and its ``state.pt``."""
     import torch
 
     from scale.run.build import build
@@ -629,7 +632,7 @@ def _checkpoint_parts(out: Path, sets: tuple[str, ...]) -> tuple[Any, str | None
     state = torch.load(out / "checkpoint" / "state.pt", weights_only=True)
     parts = build(_config(int(state["version"]), sets))
     _load_state(parts, str(out / state["sharded"]), state["scheduler"], int(state["version"]))
-    return parts, state.get("digest")
+    return parts, state
 
 
 def _step(parts: Any, entry: dict) -> None:
@@ -652,7 +655,8 @@ def _weights(parts: Any) -> dict:
 
 
 def _replay_windows(chain: list[dict], snapshots: list[dict], sets: tuple[str, ...]) -> dict:
-    """Replay each window of :data:`REPLAY_WINDOW` updates between two snapshots on the chain, in one process.
+    """Replay each window between two recorded states on the chain (a snapshot or the final checkpoint) at most
+    :data:`REPLAY_WINDOW` updates apart, in one process.
 
     Each window starts from the exact recorded state (its digest checked against the chain), so the replay's
     noise is that of :data:`REPLAY_WINDOW` updates whatever the run's length. The noise is measured the way the run
@@ -665,7 +669,8 @@ def _replay_windows(chain: list[dict], snapshots: list[dict], sets: tuple[str, .
 
     at = {0: chain[0]["before"] if chain else None, **{e["update"]: e["after"] for e in chain}}
     on_chain = {s["update"]: s for s in snapshots if at.get(s["update"]) == s["digest"]}
-    windows = [(u, u + REPLAY_WINDOW) for u in sorted(on_chain) if u + REPLAY_WINDOW in on_chain]
+    ends = {u: [e for e in sorted(on_chain) if u < e <= u + REPLAY_WINDOW] for u in sorted(on_chain)}
+    windows = [(u, ends[u][0]) for u in sorted(on_chain) if ends[u]]
     if not windows:
         return {"replay_windows": 0, "replay_matches": False, "replay_sensitive": False}
     parts, target = build(_config(len(chain), sets)), build(_config(len(chain), sets))
