@@ -8,12 +8,11 @@ with a reason from :data:`REASONS` (anything after the reason, e.g. ``(…)`` or
 
 ``python -m tests.docs_blocks [PAGE ...]`` runs every unmarked block of each page (a path relative to the repository
 root; default every page of :func:`pages`) in document order, in a fresh temporary directory per page, so blocks
-continue one another: python blocks share one
-namespace; a bash block whose every command is ``flashsim …`` or ``python -m scale …`` calls that entry point in
-this process (the argv as written, without the few CPU-seconds of start-up a new interpreter pays per command);
-any other bash block runs in ``bash -euo pipefail``. Each block may spend :data:`BLOCK_BUDGET_S` CPU-seconds
-(``ITIMER_PROF`` here, ``RLIMIT_CPU`` for each process a bash block starts): a block that needs more carries the
-``long-running`` marker or shrinks its own sizes.
+continue one another: python blocks share one namespace; a bash block whose every command is ``flashsim …`` or
+``python -m scale …`` runs each as ``python -m`` does, in this process (the argv as written, without the few
+CPU-seconds of start-up a new interpreter pays per command); any other bash block runs in ``bash -euo pipefail``.
+Each block may spend :data:`BLOCK_BUDGET_S` CPU-seconds (``ITIMER_PROF`` here, ``RLIMIT_CPU`` for each process a
+bash block starts): a block that needs more carries the ``long-running`` marker or shrinks its own sizes.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import importlib.util
 import os
 import re
 import resource
+import runpy
 import shlex
 import signal
 import subprocess
@@ -45,12 +45,12 @@ REASONS = (
     "long-running",
     "opens a server",
     "needs your code",
-    "rewrites the repository",
     "a fragment",
 )
 """Why a block may not run here. ``needs your code``: it names the reader's module, model or files
 (``my_trainer.losses``, ``my_model``). ``a fragment``: not a program — a signature, or lines quoted from another
-project. ``long-running``: over a minute on 2 CPU cores. ``opens a server``: JupyterLab, TensorBoard."""
+project. ``long-running``: more than :data:`BLOCK_BUDGET_S` CPU-seconds (minutes on 2 cores). ``opens a server``:
+JupyterLab, TensorBoard."""
 
 MARKER = re.compile(r"#\s*not run in CI\b:?\s*(.*)$", re.IGNORECASE)
 BLOCK_BUDGET_S = 30
@@ -147,14 +147,20 @@ def commands(text: str) -> list[list[str]] | None:
 
 
 def _call(argv: list[str]) -> None:
-    if argv[0] == "flashsim":
-        from flashsim.cli import main
-        status = main(argv[1:])
-    else:
-        from scale.run.cli import main
-        status = main(argv[3:])
-    if status:
-        raise SystemExit(f"{shlex.join(argv)} exited with status {status}")
+    """Run ``flashsim ARGS`` (the console script is ``python -m flashsim``'s main) or ``python -m scale ARGS`` as
+    ``python -m`` does, in this process; a non-zero exit status is an error naming the command."""
+    module, arguments = ("flashsim", argv[1:]) if argv[0] == "flashsim" else (argv[2], argv[3:])
+    saved = sys.argv
+    sys.argv = [module, *arguments]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code
+    finally:
+        sys.argv = saved
+    if status not in (0, None):
+        raise RuntimeError(f"{shlex.join(argv)} exited with status {status}")
 
 
 def _on_budget(signum, frame):
