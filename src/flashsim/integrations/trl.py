@@ -156,12 +156,13 @@ def own_log_probs_are_behaviour(args: GRPOConfig) -> bool:
 
 
 ON_POLICY_WARNING = (
-    "FlashReinforceTrainer: μ is the learner's own log-probs here (use_vllm=False, and gradient_accumulation_steps="
-    "{accumulation} uses each generation batch before an optimizer step; steps_per_generation={generation}): every "
-    "token ratio is 1 and every sequence KL 0, so the trust region has nothing to correct and the gate admits every "
-    "trajectory. For stored sampling log-probs, generate with vLLM (use_vllm=True: μ is vLLM's sampling log-probs) "
-    "or use each generation batch across optimizer steps (steps_per_generation > gradient_accumulation_steps: μ is "
-    "TRL's generation-time log-probs).")
+    "FlashReinforceTrainer: μ is the learner's own log-probs here (use_vllm=False, and with "
+    "gradient_accumulation_steps={accumulation} and steps_per_generation={generation} each generation batch is used "
+    "up before an optimizer step changes the weights that sampled it): every token ratio is 1 and every sequence KL "
+    "0, so the trust region has nothing to correct and the gate admits every trajectory. For stored sampling "
+    "log-probs, generate with vLLM (use_vllm=True: μ is vLLM's sampling log-probs) or use each generation batch "
+    "across optimizer steps (steps_per_generation > gradient_accumulation_steps: μ is TRL's generation-time "
+    "log-probs).")
 """What the trainer warns, once, when :func:`own_log_probs_are_behaviour` holds."""
 
 
