@@ -28,6 +28,7 @@ CASES = [
     ("negative_seed", dict(seed=-1), ValueError, "seed"),
     ("bad_confidence", dict(confidence=1.5), ValueError, "confidence"),
     ("bad_method", dict(method="slow"), ValueError, "method"),
+    ("keep_directions_not_a_bool", dict(keep_directions=1), TypeError, "keep_directions"),
     ("reserved_loss_option", dict(advantages=torch.zeros(8)), ValueError, "advantages"),
     ("bad_loss_option_value", dict(delta=-1.0), ValueError, "delta"),
 ]

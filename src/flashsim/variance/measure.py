@@ -160,6 +160,7 @@ def measure_gradient(
     method: str = "fast",
     algorithm: str = "flash_reinforce",
     convention: str = "flashsim",
+    keep_directions: bool = False,
     **loss_options: Any,
 ) -> GradientReport:
     """Measure bias, variance, MSE, cosine and SNR of ``estimator``'s update direction at ``policy``.
@@ -182,6 +183,8 @@ def measure_gradient(
         method: ``"fast"`` (vectorised) or ``"reference"`` (one autograd pass per batch).
         algorithm, convention: for a user's loss function, the algorithm it implements (grpo samples
             grouped batches) and how it is called (:mod:`flashsim.testing.conventions`).
+        keep_directions: keep every batch's ĝ in ``report.directions`` (``[M, num_params]``; M times the
+            memory of one gradient), e.g. for :func:`flashsim.variance.plots.plot_directions`.
         **loss_options: the registry loss's options, checked and passed unchanged (``delta``, ``clip_eps``,
             ``tis_cap`` ...; an option not given keeps the loss's default, e.g. δ = ``DEFAULT_DELTA``).
 
@@ -201,6 +204,7 @@ def measure_gradient(
     _check_policy("policy", policy, tables)
     behavior = policy if behavior_policy is None else _check_policy("behavior_policy", behavior_policy, tables)
     _check_run(seed, bootstrap, confidence, method)
+    check_instance("keep_directions", keep_directions, bool)
     if callable(estimator):
         if loss_options:
             raise ValueError(f"loss options {sorted(loss_options)} apply to registry losses only, not to a function")
@@ -234,5 +238,6 @@ def measure_gradient(
         true_gradient_norm=float(torch.linalg.vector_norm(true_gradient)),
         confidence=confidence, intervals=intervals,
         clip_fraction=clipped_tokens / float(stats.pop("num_tokens").sum()),
+        directions=directions if keep_directions else None,
         **point, **{name: float(values.mean()) for name, values in stats.items()},
     )

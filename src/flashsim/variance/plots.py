@@ -2,16 +2,22 @@
 
 * :func:`plot_metrics` — variance, bias, cosine and SNR against the lag or the rollout budget, one
   line per estimator (and group size), with the bootstrap intervals as vertical bars;
-* :func:`plot_split` — the between-prompt / within-prompt split of the variance as stacked bars.
+* :func:`plot_split` — the between-prompt / within-prompt split of the variance as stacked bars;
+* :func:`plot_directions` — every batch's update direction ĝ drawn around ∇J, one panel per estimator
+  (from reports measured with ``keep_directions=True``; :func:`direction_coordinates` gives the points).
 
 Rows are the flat dicts of :func:`flashsim.variance.sweep.measure_sweep`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import torch
+
+from flashsim.variance.report import GradientReport
 from flashsim.variance.sweep import series_label
 
 SweepRow = Mapping[str, object]
@@ -105,5 +111,97 @@ def plot_split(rows: Sequence[SweepRow], path: Path | str, *, title: str = "") -
     figure.tight_layout()
     path = Path(path)
     figure.savefig(path, format="png", dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _unit_scale(report: GradientReport) -> float:
+    """c = ‖∇J‖² / ⟨E ĝ, ∇J⟩, so that the mean update's component along ∇J is ∇J itself."""
+    true = report.true_gradient.to(torch.float64)
+    projection = float(report.mean_gradient.to(torch.float64) @ true)
+    if not projection > 0:
+        raise ValueError(f"{report.estimator}: the mean update does not point along ∇J (⟨E ĝ, ∇J⟩ = {projection:g}); "
+                         f"there is no scale that puts it at (1, 0)")
+    return float(true @ true) / projection
+
+
+def direction_coordinates(report: GradientReport, *, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each batch's ĝ as a point of the plane where ∇J is (1, 0), rescaled so that E ĝ reaches 1 along ∇J.
+
+    With c = ‖∇J‖² / ⟨E ĝ, ∇J⟩ (E ĝ: the mean over the batches), ``along`` = ⟨c ĝ, ∇J⟩ / ‖∇J‖² and
+    ``across`` = ±‖c ĝ − along · ∇J‖ / ‖∇J‖: each point's angle to the x axis is exactly the angle between
+    ĝ and ∇J, and its distance from the origin is ‖c ĝ‖ / ‖∇J‖. The sign of ``across`` is the sign of ĝ's
+    component along one fixed random direction orthogonal to ∇J (drawn from ``seed``): the other dimensions do
+    not fit on a page. c puts estimators of different scales (GRPO's std division) in ∇J's units; an
+    unbiased estimator's mean lands on (1, 0).
+
+    Shape:
+        returns two ``[M]`` float64 tensors.
+    """
+    if report.directions is None:
+        raise ValueError("report.directions is None; measure with measure_gradient(..., keep_directions=True)")
+    true = report.true_gradient.to(torch.float64)
+    squared_norm = float(true @ true)
+    scaled = _unit_scale(report) * report.directions.to(torch.float64)
+    along = scaled @ true / squared_norm
+    orthogonal = scaled - along[:, None] * true
+    side = torch.randn(true.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    side -= (side @ true) / squared_norm * true
+    sign = torch.where(orthogonal @ side < 0, -1.0, 1.0).to(torch.float64)
+    return along, sign * torch.linalg.vector_norm(orthogonal, dim=1) / squared_norm**0.5
+
+
+def plot_directions(
+    reports: Mapping[str, GradientReport], path: Path | str, *, count: int = 60, title: str = ""
+) -> Path:
+    """Save one half-disc per report: the first ``count`` batches' ĝ (grey), their mean E ĝ (blue), ∇J (black).
+
+    ∇J points up; a batch's angle from the vertical is its angle to ∇J, its radius ‖c ĝ‖ / ‖∇J‖ with the
+    scale c of :func:`direction_coordinates` (E ĝ reaches 1 along ∇J), the same radius in every panel; each
+    panel's title gives the report's mean cos(ĝ, ∇J); ``title`` replaces the default one, which says how to read
+    the figure. Sized for a page column (8 inches wide, two panels a row).
+    """
+    if not reports:
+        raise ValueError("reports must name at least one GradientReport")
+    polar = {}
+    for label, report in reports.items():
+        along, across = direction_coordinates(report)
+        polar[label] = (torch.atan2(across, along)[:count], torch.hypot(along, across)[:count])
+    reach = 1.1 * max(1.2, *(float(radius.max()) for _, radius in polar.values()))
+    plt = _pyplot()
+    columns = min(2, len(reports))
+    rows = -(-len(reports) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(8, 3.3 * rows), squeeze=False,
+                                subplot_kw={"projection": "polar"})
+    for axis, (label, report) in zip(axes.flat, reports.items()):
+        angles, radii = polar[label]
+        for angle, radius in zip(angles.tolist(), radii.tolist()):
+            axis.plot([angle, angle], [0, radius], color="0.6", alpha=0.5, linewidth=0.8)
+        axis.scatter(angles, radii, s=8, color="0.3", zorder=3, label=f"one batch's ĝ (first {len(angles)})")
+        mean = _unit_scale(report) * report.mean_gradient.to(torch.float64)
+        true = report.true_gradient.to(torch.float64)
+        mean_across = float(torch.linalg.vector_norm(mean - true) / torch.linalg.vector_norm(true))  # along: 1
+        arrow = {"arrowstyle": "-|>", "linewidth": 2, "shrinkA": 0, "shrinkB": 0}
+        axis.annotate("", (0.0, 1.0), (0.0, 0.0), arrowprops={**arrow, "color": "black"}, zorder=4)
+        axis.annotate("", (math.atan2(mean_across, 1.0), math.hypot(1.0, mean_across)), (0.0, 0.0),
+                      arrowprops={**arrow, "color": "C0"}, zorder=5)
+        axis.plot([], [], color="C0", linewidth=2, label="their mean E ĝ")
+        axis.plot([], [], color="black", linewidth=2, label="∇J, the exact gradient")
+        axis.set_theta_zero_location("N")
+        axis.set_thetamin(-90)
+        axis.set_thetamax(90)
+        axis.set_rmax(reach)
+        axis.set_rticks([radius for radius in (1, 2, 3, 4, 5, 6) if radius < reach])
+        axis.set_thetagrids((-90, -60, -30, 0, 30, 60, 90), ("90°", "60°", "30°", "0°", "30°", "60°", "90°"))
+        axis.set_title(f"{label}\nmean cos(ĝ, ∇J) = {report.cosine:.3f}", fontsize=10)
+        axis.tick_params(labelsize=8)
+    for axis in axes.flat[len(reports):]:
+        axis.set_visible(False)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=9)
+    figure.suptitle(title or "angle to ∇J (from the vertical) and length in units of ‖∇J‖", fontsize=10)
+    figure.tight_layout(rect=(0, 0.08 / rows, 1, 1), w_pad=3)
+    path = Path(path)
+    figure.savefig(path, format="png", dpi=110, bbox_inches="tight")
     plt.close(figure)
     return path

@@ -73,6 +73,8 @@ class GradientReport:
     """Level of the bootstrap intervals (e.g. 0.95)."""
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Basic cluster-bootstrap intervals ``(low, high)`` by statistic name (empty without bootstrap)."""
+    directions: Tensor | None = None
+    """ĝ of every batch, ``[M, num_params]`` float64, when ``measure_gradient(keep_directions=True)``; else None."""
 
     def to_dict(self, include_vectors: bool = False) -> dict[str, object]:
         """Flat, namespaced values (``config/…``, ``grad/…``, ``trust/…``), with ``…_ci_low``/``…_ci_high``.
