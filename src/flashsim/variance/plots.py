@@ -168,11 +168,12 @@ def plot_directions(
         along, across = direction_coordinates(report)
         polar[label] = (torch.atan2(across, along)[:count], torch.hypot(along, across)[:count])
     reach = 1.1 * max(1.2, *(float(radius.max()) for _, radius in polar.values()))
-    plt = _pyplot()
+    from matplotlib.figure import Figure  # no pyplot: a notebook's backend (inline figures) stays as it is
+
     columns = min(2, len(reports))
     rows = -(-len(reports) // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(8, 3.3 * rows), squeeze=False,
-                                subplot_kw={"projection": "polar"})
+    figure = Figure(figsize=(8, 3.3 * rows))
+    axes = figure.subplots(rows, columns, squeeze=False, subplot_kw={"projection": "polar"})
     for axis, (label, report) in zip(axes.flat, reports.items()):
         angles, radii = polar[label]
         for angle, radius in zip(angles.tolist(), radii.tolist()):
@@ -203,5 +204,4 @@ def plot_directions(
     figure.tight_layout(rect=(0, 0.08 / rows, 1, 1), w_pad=3)
     path = Path(path)
     figure.savefig(path, format="png", dpi=110, bbox_inches="tight")
-    plt.close(figure)
     return path
