@@ -1,56 +1,65 @@
-"""verl 0.9.1, loss_mode="geo_mean" (GMPO): the gradient of one mini-batch grows with its number of micro-batches.
+"""verl 0.9.1, loss_mode="geo_mean" (GMPO): the policy loss is a mean over each micro-batch, while verl's other
+terms are normalised over the global batch, so GMPO's weight depends on how the mini-batch is split.
 
-verl's engine calls backward once per micro-batch and adds the gradients, so every policy loss divides by the
-global batch's size (config.global_batch_info), not the micro-batch's. compute_policy_loss_geo_mean ends in
-`pg_loss = torch.mean(pg_losses)` (verl/trainer/ppo/core_algos.py:2000): a mean over the micro-batch's own
-sequences. Split a mini-batch into k micro-batches and its gradient is k times the one-micro-batch gradient;
-vanilla PPO, given the same global_batch_info, gives the same gradient for any k.
+verl's engine calls backward once per micro-batch and adds the gradients; agg_loss normalises by the global
+batch (config.global_batch_info) "to ensure the loss is invariant to fsdp/megatron parallelism"
+(verl/trainer/ppo/core_algos.py:1150), and ppo_loss adds the entropy and KL-loss terms through agg_loss
+(verl/workers/utils/losses.py:124-140). compute_policy_loss_geo_mean ends in `pg_loss = torch.mean(pg_losses)`
+(core_algos.py:2000), the micro-batch's own mean. Split one mini-batch into k micro-batches and the policy term's
+gradient grows k-fold against the KL term's, which does not move; split it unevenly and a sequence's weight
+follows the size of its micro-batch.
 
 Run: python docs/upstream/verl_gmpo_microbatch_gradient.py (CPU, seconds).
 """
 
 import torch
 import verl
-from verl.trainer.ppo.core_algos import get_policy_loss_fn
+from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
 from verl.workers.config import ActorConfig, PolicyLossConfig
 
 B, T = 4, 3
+generator = torch.Generator().manual_seed(0)
+LOG_PROB = -2 * torch.rand(B, T, generator=generator, dtype=torch.float64)
+OLD_LOG_PROB = LOG_PROB + 0.05 * torch.randn(B, T, generator=generator, dtype=torch.float64)
+REF_LOG_PROB = LOG_PROB + 0.1 * torch.randn(B, T, generator=generator, dtype=torch.float64)
+ADVANTAGES = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64)[:, None].expand(B, T)
+MASK = torch.ones(B, T, dtype=torch.bool)
 
 
-def config(loss_mode: str, mask: torch.Tensor) -> ActorConfig:
-    """The actor config verl's ppo_loss hands the policy loss: dp size 1, the mini-batch's global counts."""
+def gradients(loss_mode: str, splits: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """d(policy term)/d log π and d(KL-loss term)/d log π, summed over micro-batches of `splits` sequences, with
+    the global batch info verl's ppo_loss sets (dp size 1, the mini-batch's token count and size)."""
     actor = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1,
                         policy_loss=PolicyLossConfig(loss_mode=loss_mode))
-    actor.global_batch_info.update(dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=mask.shape[0],
+    actor.global_batch_info.update(dp_size=1, batch_num_tokens=B * T, global_batch_size=B,
                                    loss_scale_factor=actor.loss_scale_factor)
-    return actor
-
-
-def gradient(loss_mode: str, micro_batches: int) -> torch.Tensor:
-    """d(Σ micro-batch losses)/d log π, as the engine accumulates it over `micro_batches` micro-batches."""
-    generator = torch.Generator().manual_seed(0)
-    log_prob = (-2 * torch.rand(B, T, generator=generator, dtype=torch.float64)).requires_grad_()
-    old_log_prob = log_prob.detach() + 0.05 * torch.randn(B, T, generator=generator, dtype=torch.float64)
-    advantages = torch.tensor([1.0, -1.0, 0.5, -0.5], dtype=torch.float64)[:, None].expand(B, T)
-    mask = torch.ones(B, T, dtype=torch.float64)
-    actor = config(loss_mode, mask)
-    total = 0.0
-    for rows in torch.arange(B).chunk(micro_batches):
-        loss, _ = get_policy_loss_fn(loss_mode)(old_log_prob=old_log_prob[rows], log_prob=log_prob[rows],
-                                                advantages=advantages[rows], response_mask=mask[rows],
-                                                loss_agg_mode="token-mean", config=actor)
-        total = total + loss
-    return torch.autograd.grad(total, log_prob)[0]
+    log_prob = LOG_PROB.clone().requires_grad_()
+    policy = kl = 0.0
+    for rows in torch.arange(B).split(splits):
+        pg_loss, _ = get_policy_loss_fn(loss_mode)(old_log_prob=OLD_LOG_PROB[rows], log_prob=log_prob[rows],
+                                                   advantages=ADVANTAGES[rows], response_mask=MASK[rows],
+                                                   loss_agg_mode="token-mean", config=actor)
+        kld = kl_penalty(logprob=log_prob[rows], ref_logprob=REF_LOG_PROB[rows], kl_penalty="low_var_kl")
+        policy = policy + pg_loss
+        kl = kl + agg_loss(loss_mat=kld, loss_mask=MASK[rows], loss_agg_mode="token-mean", **actor.global_batch_info)
+    return torch.autograd.grad(policy, log_prob)[0], torch.autograd.grad(kl, log_prob)[0]
 
 
 if __name__ == "__main__":
-    print(f"verl {verl.__version__}")
-    vanilla_1, vanilla_2 = gradient("vanilla", 1), gradient("vanilla", 2)
-    torch.testing.assert_close(vanilla_2, vanilla_1)  # vanilla: independent of the micro-batch split
-    for k in (1, 2, 4):
-        norm = float(gradient("geo_mean", k).norm())
-        print(f"geo_mean, {k} micro-batch(es) of {B // k}: |gradient| = {norm:.6f}")
-    one, two, four = gradient("geo_mean", 1), gradient("geo_mean", 2), gradient("geo_mean", 4)
-    torch.testing.assert_close(two, 2 * one)  # the bug: k micro-batches give k times the gradient
+    print(f"verl {verl.__version__}, torch {torch.__version__}: one mini-batch of {B} sequences")
+    for mode in ("vanilla", "geo_mean"):
+        for splits in ([4], [2, 2], [1, 1, 1, 1]):
+            policy, kl = gradients(mode, splits)
+            print(f"{mode:<8} micro-batches {splits}: |policy grad| / |KL grad| = {policy.norm() / kl.norm():.4f}")
+    (vanilla, kl1), (vanilla2, kl2) = gradients("vanilla", [4]), gradients("vanilla", [2, 2])
+    torch.testing.assert_close(vanilla2, vanilla)  # vanilla PPO: independent of the split, as agg_loss intends
+    torch.testing.assert_close(kl2, kl1)  # the KL term too
+    one, two, four = (gradients("geo_mean", splits)[0] for splits in ([4], [2, 2], [1, 1, 1, 1]))
+    torch.testing.assert_close(two, 2 * one)  # the bug: k micro-batches give the policy term k times its weight
     torch.testing.assert_close(four, 4 * one)
-    print("reproduced: GMPO's gradient is k times too large with k micro-batches")
+    uneven = gradients("geo_mean", [3, 1])[0]  # sequence 3 alone in its micro-batch: weight 1 instead of 1/4
+    print("uneven split [3, 1]: sequence weights relative to one micro-batch:",
+          [f"{w:.2f}" for w in (uneven.norm(dim=1) / one.norm(dim=1)).tolist()])
+    torch.testing.assert_close(uneven[3], 4 * one[3])
+    torch.testing.assert_close(uneven[:3], 4 / 3 * one[:3])
+    print("reproduced: GMPO's policy term weighs k times more against the KL term with k micro-batches")

@@ -1,10 +1,11 @@
-"""verl 0.9.1, loss_mode="kl_cov": how many tokens get the KL penalty depends on the micro-batch size.
+"""verl 0.9.1, loss_mode="kl_cov": the share of tokens that get the KL penalty follows the micro-batch size, not
+kl_cov_ratio.
 
-KL-Cov penalises the top kl_cov_ratio of tokens by covariance(A, log π). verl takes that top-k over each
-micro-batch, at least one token each: `k_percent_nums = max(1, int(len(cov_lst_all) * kl_cov_ratio))`
-(verl/trainer/ppo/core_algos.py:1906). With the default ratio 2e-4 a micro-batch under 5,000 tokens penalises
-one token, so a mini-batch split into k micro-batches penalises k tokens: the penalty follows
-ppo_micro_batch_size_per_gpu and the dp size instead of the ratio.
+verl documents kl_cov_ratio as the "Ratio of tokens to be applied KL penalty for kl-cov loss"
+(verl/workers/config/actor.py:88). compute_policy_loss_kl_cov takes the covariance and its top-k over the tensors
+it is given, one micro-batch: `k_percent_nums = max(1, int(len(cov_lst_all) * kl_cov_ratio))`
+(verl/trainer/ppo/core_algos.py:1906). The engine calls it once per micro-batch, so a mini-batch split into k
+micro-batches penalises max(1, ⌊ratio · tokens / k⌋) tokens k times over.
 
 Run: python docs/upstream/verl_kl_cov_microbatch.py (CPU, seconds).
 """
@@ -14,7 +15,8 @@ import verl
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from verl.workers.config import ActorConfig, PolicyLossConfig
 
-B, T = 8, 6
+B, T = 16, 1024  # one mini-batch of 16 responses of 1,024 tokens
+RATIO = 2e-4  # kl_cov_ratio's default
 
 
 def penalised_tokens(micro_batches: int) -> int:
@@ -25,7 +27,7 @@ def penalised_tokens(micro_batches: int) -> int:
     advantages = torch.randn(B, 1, generator=generator, dtype=torch.float64).expand(B, T)
     mask = torch.ones(B, T, dtype=torch.float64)
     actor = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1,
-                        policy_loss=PolicyLossConfig(loss_mode="kl_cov"))
+                        policy_loss=PolicyLossConfig(loss_mode="kl_cov", kl_cov_ratio=RATIO))
     actor.global_batch_info.update(dp_size=1, batch_num_tokens=B * T, global_batch_size=B,
                                    loss_scale_factor=actor.loss_scale_factor)
     total = 0.0
@@ -40,9 +42,11 @@ def penalised_tokens(micro_batches: int) -> int:
 
 
 if __name__ == "__main__":
-    print(f"verl {verl.__version__}, kl_cov_ratio 2e-4 (default), a mini-batch of {B * T} tokens")
-    counts = {k: penalised_tokens(k) for k in (1, 2, 4, 8)}
+    print(f"verl {verl.__version__}, torch {torch.__version__}: kl_cov_ratio {RATIO}, one mini-batch of "
+          f"{B} × {T} = {B * T} tokens ({RATIO * B * T:.2f} tokens at the configured ratio)")
+    counts = {k: penalised_tokens(k) for k in (1, 4, 16)}
     for k, count in counts.items():
-        print(f"{k} micro-batch(es): {count} token(s) penalised")
-    assert counts == {1: 1, 2: 2, 4: 4, 8: 8}, counts  # expected the same count whatever the split
-    print("reproduced: KL-Cov penalises one token per micro-batch")
+        print(f"{k:>2} micro-batch(es) of {B * T // k} tokens: {count} token(s) penalised, a share of "
+              f"{count / (B * T):.2e} ({count / (RATIO * B * T):.1f} × kl_cov_ratio)")
+    assert counts == {1: 3, 4: 4, 16: 16}, counts  # expected the same share (3 tokens) whatever the split
+    print("reproduced: KL-Cov's penalised share follows the micro-batch size")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flashsim.cli import main
-from flashsim.testing.causes import Cause, Line
+from flashsim.testing.causes import ANY, Cause, Line, cause_of, classify, rounding_level
 from flashsim.testing.conformance import (
     CAUSES,
     REGISTRY_ROWS,
@@ -58,15 +58,17 @@ def test_each_failure_carries_its_class_and_the_command_that_reruns_it_and_the_h
     outside = Cause("an outside flaw", Line("x.py", "c"), "never fed", "outside", Line("x.py", "d", "guaranteed"))
     causes = {("X", "shards", ""): reachable, ("X", "padding", ""): outside}
     monkeypatch.setattr("flashsim.testing.conformance.cause_of",
-                        lambda framework, invariant, variant: causes.get((framework, invariant, "")))
+                        lambda framework, invariant, variant, dtype: causes.get((framework, invariant, "")))
     report = LossReport("x", "grpo", "flashsim", (_result("shards", "FAILS", "max |got − expected| = 0.5 > 1e-9"),
                                                   _result("padding", "FAILS", "non-finite values [nan]"),
                                                   _result("permutation", "holds")))
     rows = [Row("X", "1.0", f"v{i} b", "aggregation token_mean, estimator batch_mean", report, key=f"x:v{i}-b")
             for i in range(2)]
     page = render(rows, max_examples=3, command="flashsim conformance")
-    assert "**2 causes**: **1 reachable**, 1 outside the pipeline, 0 documented (4 cells of 2 rows" in page
-    assert "**✗ `shards`** (reachable) 0.5; ✗ `padding` *(outside the pipeline)* non-finite; ✓ 1 hold" in page
+    assert ("**2 causes**: 1 ✗ **reachable**, 1 ○ *outside the pipeline*, 0 ≈ *documented* (4 cells of 2 rows"
+            in page)
+    assert "✗ **`shards`** reachable 0.5; ○ `padding` *outside the pipeline* non-finite; ✓ 1 hold" in page
+    assert "Of the 1 reachable causes, 0 have a drafted upstream issue" in page
     assert page.count("rerun `flashsim conformance --row x:v0-b --invariant shards`") == 1
     assert page.count("rerun `flashsim conformance --row x:v1-b --invariant padding`") == 1
     assert page.index("| row | declared | float64 | float32 |") < page.index("## Causes by class")
@@ -84,13 +86,21 @@ def test_a_row_run_alone_gives_the_same_cells_as_in_the_full_run():
 
 
 @pytest.mark.slow  # one verl cell in float32
-def test_the_float32_rerun_shows_verls_constant_group_advantages_of_every_member_the_same_sign(capsys):
+def test_the_float32_rerun_prints_verls_own_call_at_full_precision_and_the_pasted_call_fails_in_verl(capsys):
     pytest.importorskip("verl.trainer.ppo.core_algos")
     assert main(["conformance", "--row", "verl:grpo-token-mean", "--invariant", "constant_rewards",
                  "--dtype", "float32"]) == 1
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "class: reachable" in out and "advantages the loss forms: [+0.056, +0.056," in out, out
-    assert "rewards = [0.7, 0.7," in out and "reward of every trajectory = 0.7" in out
+    assert "rewards = [0.699999988079071, 0.699999988079071," in out  # float32(0.7) exactly, not 0.7
+    assert "Warning" not in out + captured.err and "WARNING" not in out + captured.err  # third-party noise dropped
+    call = out.split("(paste it into python):\n", 1)[1].split("\n(end of the call)", 1)[0]
+    assert "compute_grpo_outcome_advantage(token_level_rewards=" in call and "flashsim" not in call
+    exec(compile(call, "<pasted>", "exec"), {})  # what a maintainer pastes: verl's own functions, nothing of ours
+    printed = capsys.readouterr().out
+    advantages = [float(v) for v in printed.split("advantages [", 1)[1].split("]", 1)[0].split(",")]
+    assert len(set(advantages)) == 1 and abs(advantages[0] - 0.056) < 1e-3, printed  # 0 expected: it fails
     assert main(["conformance", "--row", "flashsim:grpo", "--invariant", "constant_rewards", "--dtype", "float32",
                  "--frameworks", "verl"]) == 0  # flashsim centres exactly: float32 constant groups get 0
 
@@ -111,3 +121,29 @@ def test_usage_errors_exit_two(argv, capsys, tmp_path):
     argv = [arg.format(missing=tmp_path / "no-such-dir") for arg in argv]  # a fixed path may exist on a shared machine
     assert main(["conformance", *argv]) == 2
     assert "flashsim conformance: error:" in capsys.readouterr().err
+
+
+def test_a_float64_failure_at_rounding_level_is_never_reachable_and_the_table_is_keyed_by_dtype():
+    # float64 rounding amplified by 1/ε = 1e6 reaches ~1e-8; verl's float64 cell (1.11e-9) is that, its float32
+    # cell (0.056, one float32 ulp / 1e-6) is the reachable flaw
+    assert rounding_level(1.11e-9, "float64", 1e6) and not rounding_level(0.056, "float64", 1e6)
+    assert rounding_level(0.056, "float32", 1e6)
+    assert cause_of("verl", "constant_rewards", "grpo token-sum", "float32").severity == "reachable"
+    float64 = cause_of("verl", "constant_rewards", "grpo token-sum", "float64")
+    assert float64.severity == "outside" and "float64 rounding" in float64.title
+    assert cause_of("OpenRLHF", "advantage_baseline", "group_norm gspo", "float64").severity == "outside"
+    reachable = cause_of("verl", "constant_rewards", "grpo token-sum", "float32")
+    with pytest.raises(ValueError, match="float64 cell at rounding level"):
+        classify(reachable, "float64", 1.11e-9)
+    assert classify(reachable, "float32", 0.056) == "reachable"
+    for (*_, dtype), cause in CAUSES.items():
+        assert dtype in ("float32", "float64", ANY)
+        if cause.severity == "reachable" and cause.amplifies:  # a rounding flaw is reachable only in float32
+            assert dtype == "float32", cause.title
+
+
+def test_verls_bf16_causes_are_outside_the_pipeline_with_the_autocast_evidence():
+    for variant in ("grpo seq-mean-token-mean", "reinforce bypass_mode seq_mean_k3"):
+        cause = cause_of("verl", "precision", variant, "float64")
+        assert cause.severity == "outside" and "torch.autocast" in cause.evidence.code
+        assert "Only a GPU run can confirm" in cause.evidence.note

@@ -12,8 +12,11 @@ documented), 1 when the rerun cell fails, 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import pathlib
 import sys
+import warnings
 
 from flashsim.testing.adapters import FRAMEWORKS
 
@@ -60,6 +63,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def quiet():
+    """Python warnings off, and whatever the frameworks write to stdout or stderr while they run (DeepSpeed binds its
+    log handler to the stdout of the moment it is imported) dropped."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
 def _rerun(args: argparse.Namespace, frameworks: list[str]) -> int:
     """``--row KEY [--invariant NAME]``: one row or one cell, printed."""
     import torch
@@ -81,6 +94,7 @@ def _rerun(args: argparse.Namespace, frameworks: list[str]) -> int:
         print(f"flashsim conformance: error: {error}", file=sys.stderr)
         return 2
     dtype = {"float64": torch.float64, "float32": torch.float32}[args.dtype]
-    text, failed = show_cell(loss, args.invariant, max_examples=args.examples, dtype=dtype)
+    with quiet():  # the frameworks' import-time warnings and log lines are not the cell's result
+        text, failed = show_cell(loss, args.invariant, max_examples=args.examples, dtype=dtype)
     print(text)
     return 1 if failed else 0

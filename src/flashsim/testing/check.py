@@ -130,7 +130,7 @@ def _run(invariant: Invariant, context: Context, max_examples: int, seed: int | 
         if result.failed and invariant.frequency is not None:
             how_often = invariant.frequency(context)
             return _result(invariant, "FAILS", result.examples, f"{result.message}\n{how_often}",
-                           result.counterexample)
+                           result.counterexample, result.drawn)
     return result
 
 
@@ -161,7 +161,7 @@ def _search(invariant: Invariant, context: Context, max_examples: int, seed: int
         try:
             invariant.check(context, case)
         except Exception as error:  # a user's loss may raise anything: that is a failure too
-            seen["failure"] = (error, describe(case.drawn))  # the last failure is the shrunk one
+            seen["failure"] = (error, describe(case.drawn), dict(case.drawn))  # the last failure is the shrunk one
             raise
 
     if seed is not None:
@@ -169,17 +169,18 @@ def _search(invariant: Invariant, context: Context, max_examples: int, seed: int
     try:
         search()
     except Exception as error:  # hypothesis re-raises the shrunk failure (or its own error)
-        failure, drawn = seen["failure"] or (error, "")
+        failure, text, drawn = seen["failure"] or (error, "", None)
         if isinstance(failure, ShardContractError):
             return _result(invariant, "unsupported", seen["examples"], str(failure))
         message = str(failure) if isinstance(failure, AssertionError) else f"{type(failure).__name__}: {failure}"
-        return _result(invariant, "FAILS", seen["examples"], message.strip(), drawn)
+        return _result(invariant, "FAILS", seen["examples"], message.strip(), text, drawn)
     return _result(invariant, "holds", seen["examples"])
 
 
-def _result(invariant: Invariant, status: str, examples: int = 0, message: str = "", counterexample: str = ""):
+def _result(invariant: Invariant, status: str, examples: int = 0, message: str = "", counterexample: str = "",
+            drawn: dict | None = None):
     return InvariantResult(invariant.name, invariant.design, invariant.statement, status, examples, message,
-                           counterexample)
+                           counterexample, drawn)
 
 
 def _name(fn: Callable) -> str:

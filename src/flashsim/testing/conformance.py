@@ -26,9 +26,10 @@ import torch
 
 from flashsim.losses import LOSSES
 from flashsim.testing.adapters import FRAMEWORKS, FrameworkMissing, installed_version, row_key, variants
-from flashsim.testing.causes import CAUSES, SEVERITIES, Cause, cause_of, locate
+from flashsim.testing.causes import CAUSES, SEVERITIES, Cause, cause_of, classify, locate
 from flashsim.testing.check import check_loss
 from flashsim.testing.report import InvariantResult, LossReport
+from flashsim.testing.strategies import LossBatch
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,11 @@ class Finding:
 
     @property
     def severity(self) -> str:
-        return self.cause.severity if self.cause else "reachable"
+        """The cause's class, checked against the cell's dtype and size (:func:`~flashsim.testing.causes.classify`);
+        a failure without a recorded cause counts as reachable until one is recorded."""
+        if self.cause is None:
+            return "reachable"
+        return classify(self.cause, self.dtype, error_of(self.result.message) if self.result.failed else None)
 
     @property
     def command(self) -> str:
@@ -164,9 +169,15 @@ def findings(rows: Sequence[Row]) -> list[Finding]:
         for dtype, report in (("float64", row.report), ("float32", row.float32)):
             for result in report.results if report else ():
                 if result.status in ("FAILS", "documented"):
-                    cause = cause_of(row.framework, result.name, row.variant)
+                    cause = cause_of(row.framework, result.name, row.variant, dtype)
                     found.append(Finding(row, result, dtype, cause))
     return found
+
+
+def error_of(message: str) -> float | None:
+    """The failure's size, ``max |got − expected|`` in an invariant's message (None: not a size, e.g. non-finite)."""
+    found = re.search(r"= ([0-9.e+-]+) >", message)
+    return float(found.group(1)) if found else None
 
 
 def _error(message: str) -> str:
@@ -176,9 +187,17 @@ def _error(message: str) -> str:
     return "non-finite" if "non-finite" in message else "error"
 
 
-MARKS = {"reachable": "**✗ {name}** (reachable)", "outside": "✗ {name} *(outside the pipeline)*",
-         "documented": "≈ {name} *(documented)*"}
-"""How a cell of each class reads in the table: reachable bold, the others plain with their class."""
+MARKS = {"reachable": "✗ **{name}** reachable", "outside": "○ {name} *outside the pipeline*",
+         "documented": "≈ {name} *documented*"}
+"""How a cell of each class reads in the table: its own sign (✗ reachable, ○ outside the pipeline, ≈ documented),
+so the classes part at a glance and not only by typeface."""
+
+LABELS = {"reachable": "✗ **reachable**", "outside": "○ *outside the pipeline*", "documented": "≈ *documented*"}
+"""A class's name with its sign, as the headline and the list of causes write it."""
+
+LEGEND = ("Marks: ✗ **reachable** (the framework's own pipeline feeds the inputs that trigger it), ○ *outside the "
+          "pipeline* (it needs inputs the pipeline never feeds), ≈ *documented* (the framework says it does this), "
+          "✓ holds.")
 
 
 def _summary(row: Row, report: LossReport | None) -> str:
@@ -202,12 +221,14 @@ def headline(rows: Sequence[Row]) -> tuple[list[str], dict[str, dict[str, list[F
     for cell in found:
         title = cell.cause.title if cell.cause else f"not located: {cell.row.framework} {cell.result.name}"
         by_class[cell.severity].setdefault(title, []).append(cell)
-    counts = ", ".join(f"**{len(titles)} {SEVERITIES[severity]}**" if severity == "reachable"
-                       else f"{len(titles)} {SEVERITIES[severity]}" for severity, titles in by_class.items())
+    counts = ", ".join(f"{len(titles)} {LABELS[severity]}" for severity, titles in by_class.items())
     total = sum(len(titles) for titles in by_class.values())
+    reachable = [members[0].cause for members in by_class["reachable"].values()]
+    drafted = sum(bool(cause and cause.draft) for cause in reachable)
     lines = [f"**{total} causes**: {counts} ({len(found)} cells of {sum(r.report is not None for r in rows)} rows "
-             f"show them). Reachable: the framework's own pipeline feeds the inputs that trigger it; outside the "
-             f"pipeline: it needs inputs the pipeline never feeds; documented: the framework says it does this.", ""]
+             f"show them). Of the {len(reachable)} reachable causes, {drafted} have a drafted upstream issue with a "
+             f"reproducer that runs the framework's own code ([upstream reports](upstream/README.md)); each of the "
+             f"{len(reachable) - drafted} others says under its section why it has none.", "", LEGEND, ""]
     return lines, by_class
 
 
@@ -218,8 +239,7 @@ def _by_class(by_class: dict[str, dict[str, list[Finding]]]) -> list[str]:
         for title, members in by_class[severity].items():
             where = ", ".join(sorted({f"{c.row.framework} {c.row.variant}" + (" (float32)" if c.dtype == "float32"
                                                                               else "") for c in members}))
-            label = f"**{SEVERITIES[severity]}**" if severity == "reachable" else SEVERITIES[severity]
-            lines.append(f"- {label}: [{title}](#{_anchor(title)}): {where}")
+            lines.append(f"- {LABELS[severity]}: [{title}](#{_anchor(title)}): {where}")
     return [*lines, ""]
 
 
@@ -260,7 +280,15 @@ def render(rows: Sequence[Row], *, max_examples: int, command: str) -> str:
                      f"{_summary(row, row.float32)} |")
     lines += ["", *_by_class(by_class)]
     lines += _sections(rows)
-    lines += ["## Variants without a row", ""]
+    lines += ["## Pipeline steps the adapters leave out", "",
+              "Each adapter runs the framework's loss and advantage code; these are the steps of the framework's "
+              "default pipeline around them that it does not run, and why leaving them out cannot change a verdict "
+              "(it can only change a class, and the class says so).", ""]
+    for framework in FRAMEWORKS:
+        module = importlib.import_module(f"flashsim.testing.adapters.{framework}")
+        lines += [f"- {variants(framework)[0].framework}, {step}: {why}."
+                  for step, why in getattr(module, "LEFT_OUT", {}).items()]
+    lines += ["", "## Variants without a row", ""]
     for framework in FRAMEWORKS:
         module = importlib.import_module(f"flashsim.testing.adapters.{framework}")
         lines += [f"- {variants(framework)[0].framework} {names}: {why}."
@@ -285,10 +313,14 @@ def _sections(rows: Sequence[Row]) -> list[str]:
                           f"{cell.result.name}", []).append(cell)
     for title, members in titles.items():
         cause = members[0].cause
-        lines += [f"### {title}", "", f"**Class:** {SEVERITIES[members[0].severity]}", ""]
+        lines += [f"### {title}", "", f"**Class:** {LABELS[members[0].severity]}", ""]
         if cause:
             lines += [f"**Evidence:** `{locate(cause.evidence)}`: {cause.evidence.note}.", "",
                       f"**For users:** {cause.meaning}", ""]
+            if cause.draft:
+                lines += [f"**Upstream:** drafted issue [{cause.draft}](upstream/{cause.draft}).", ""]
+            elif cause.no_draft:
+                lines += [f"**Upstream:** no drafted issue: {cause.no_draft}", ""]
         for cell in members:
             where = locate(cell.cause.line) if cell.cause else "not located yet"
             dtype = " · float32" if cell.dtype == "float32" else ""
@@ -315,14 +347,29 @@ def show_cell(loss, invariant: str | None, *, max_examples: int, dtype: torch.dt
         if result.status not in ("FAILS", "documented"):
             lines.append(f"  {result.message}" if result.message else "")
             continue
-        cause = cause_of(framework, result.name, variant)
+        name = str(dtype).removeprefix("torch.")
+        cause = cause_of(framework, result.name, variant, name)
         if cause:
-            lines += [f"class: {SEVERITIES[cause.severity]} ({locate(cause.evidence)}: {cause.evidence.note})",
+            severity = classify(cause, name, error_of(result.message) if result.failed else None)
+            lines += [f"class: {SEVERITIES[severity]} ({locate(cause.evidence)}: {cause.evidence.note})",
                       f"cause: {locate(cause.line)}: {cause.meaning}"]
         lines.append(result.message)
         if result.failed:
             lines += ["minimal counterexample:", result.counterexample]
+            call = framework_call(loss, result)
+            if call:
+                lines += [f"the counterexample as {framework}'s own call (paste it into python):", call,
+                          "(end of the call)"]
     return "\n".join(line for line in lines if line != ""), not report.passed
+
+
+def framework_call(loss, result: InvariantResult) -> str:
+    """The failing example of ``result`` as the row's framework call (its adapter's ``framework_call`` on the
+    drawn batch), "" where the row has none."""
+    batches = [value for value in (result.drawn or {}).values() if isinstance(value, LossBatch)]
+    if not batches or not hasattr(loss, "framework_call"):
+        return ""
+    return loss.framework_call(batches[0])
 
 
 def uncaused(rows: Sequence[Row]) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -17,7 +17,9 @@ against that documented behaviour."""
 
 @dataclass(frozen=True)
 class InvariantResult:
-    """One invariant's verdict; ``counterexample`` is the shrunk failing example, printed small."""
+    """One invariant's verdict; ``counterexample`` is the shrunk failing example, printed at full precision (a
+    float's shortest repr, which reads back to the same value in the tensor's dtype), and ``drawn`` the values
+    themselves (label → value, for an adapter to print as its framework's call)."""
 
     name: str
     design: str
@@ -26,6 +28,7 @@ class InvariantResult:
     examples: int = 0
     message: str = ""
     counterexample: str = ""
+    drawn: dict | None = field(default=None, compare=False, repr=False)
 
     @property
     def failed(self) -> bool:
@@ -83,18 +86,21 @@ class LossReport:
 
 
 def describe(drawn: dict[str, object]) -> str:
-    """The drawn values of a failing example, floats rounded to 4 digits."""
+    """The drawn values of a failing example, at full precision: pasted back with the dtype printed beside them,
+    they are the same tensors."""
     lines = []
     for label, value in drawn.items():
         if isinstance(value, LossBatch):
             lines.append(f"  {label}: B = {value.batch_size}, T = {value.width}, dtype {value.log_probs.dtype}")
-            lines.extend(f"    {field.name} = {_rounded(getattr(value, field.name))}" for field in fields(value))
+            lines.extend(f"    {item.name} = {exact(getattr(value, item.name))}" for item in fields(value))
         else:
             lines.append(f"  {label} = {value}")
     return "\n".join(lines)
 
 
-def _rounded(tensor: torch.Tensor) -> list:
+def exact(tensor: torch.Tensor) -> list:
+    """``tensor`` as nested lists of Python numbers; a float32 or bf16 value is held exactly by a Python float, whose
+    repr reads back to it."""
     if tensor.is_floating_point():
-        return tensor.to(torch.float64).round(decimals=4).tolist()
+        return tensor.to(torch.float64).tolist()
     return tensor.tolist()

@@ -25,6 +25,7 @@ import re
 import types
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 from flashsim.losses import DEFAULT_DELTA
@@ -98,6 +99,12 @@ class Adapter:
                           num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens,
                           num_shards=num_shards)
 
+    def framework_call(self, batch) -> str:
+        """Python that runs this row's framework code on ``batch`` (a
+        :class:`~flashsim.testing.strategies.LossBatch`) under the framework's own function and argument names, the
+        values at full precision, ending in a print of the advantages and the loss; "" where the adapter has none."""
+        return ""
+
     @property
     def report_name(self) -> str:
         """The name :func:`~flashsim.testing.check_loss`'s report gives the loss."""
@@ -111,6 +118,14 @@ class Adapter:
     def key(self) -> str:
         """The row's name on the command line: ``flashsim conformance --row KEY`` (e.g. ``verl:grpo-token-mean``)."""
         return row_key(self.framework.lower(), self.variant)
+
+
+def tensor_code(tensor: Tensor, grad: bool = False) -> str:
+    """``torch.tensor(...)`` that rebuilds ``tensor`` exactly (a float's repr reads back to the same value in its
+    dtype)."""
+    values = tensor.to(torch.float64).tolist() if tensor.is_floating_point() else tensor.tolist()
+    extra = "" if tensor.dtype in (torch.bool, torch.int64) else f", dtype={tensor.dtype}"
+    return f"torch.tensor({values!r}{extra}{', requires_grad=True' if grad else ''})"
 
 
 def row_key(framework: str, variant: str) -> str:
@@ -138,4 +153,4 @@ def variants(framework: str) -> list[Adapter]:
 
 
 __all__ = ["Adapter", "FRAMEWORKS", "FrameworkMissing", "group_rows", "installed_version", "require", "row_key",
-           "variants"]
+           "tensor_code", "variants"]

@@ -9,8 +9,11 @@ Advantages: OpenRLHF forms them inline in ``RemoteExperienceMaker.compute_advant
 (``trainer/ppo_utils/experience_maker.py``), so :meth:`OpenRLHFLoss.advantages` writes the same lines:
 ``group_norm`` ``(R − mean)/(std + 1e-9)`` over ``rewards.reshape(-1, n_samples_per_prompt)``,
 ``dr_grpo`` ``R − mean`` per group, ``flash_reinforce`` ``R − mean R`` over the batch. The
-``batch_advantages`` invariant tests this transcription. The old and rollout log-probs are computed
-under ``no_grad`` by the experience maker; the adapter detaches them too.
+``batch_advantages`` invariant tests this transcription. The experience maker then passes them through
+``compute_reward`` (``openrlhf/models/utils.py``), which clamps them to ``--reward.clip_range``, default
+``(-10, 10)``: the adapter calls that function too (with the KL coefficient 0), so a cell shows what a default
+run gets. The old and rollout log-probs are computed under ``no_grad`` by the experience maker; the adapter
+detaches them too.
 
 FlashREINFORCE row: ``is_correction_level="seq"``, ``is_correction_gating="binary_kl"``, threshold
 ``(0, δ)`` (the trust region of ``cli/train_ppo_ray.py``), one update per batch: ``old_log_probs`` are the
@@ -28,7 +31,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from flashsim.testing.adapters import Adapter, group_rows, require
+from flashsim.testing.adapters import Adapter, group_rows, require, tensor_code
+
+REWARD_CLIP_RANGE = (-10.0, 10.0)
+"""``--reward.clip_range``'s default in ``openrlhf/cli/train_ppo_ray.py``."""
 
 
 def policy_loss_class() -> type:
@@ -42,6 +48,16 @@ def policy_loss_class() -> type:
             sys.modules["openrlhf.models"] = models
         importlib.import_module("openrlhf.models.loss")
     return sys.modules["openrlhf.models.loss"].PolicyLoss
+
+
+def clip_reward(shaped: Tensor) -> Tensor:
+    """``compute_reward``'s clamp of the shaped rewards to :data:`REWARD_CLIP_RANGE` (OpenRLHF's own function,
+    called with KL coefficient 0 on one-token responses, so it returns the clamped reward in that token)."""
+    policy_loss_class()  # registers openrlhf.models without its __init__
+    utils = importlib.import_module("openrlhf.models.utils")
+    kl = torch.zeros(shaped.shape[0], 1, dtype=shaped.dtype, device=shaped.device)
+    return utils.compute_reward(shaped, 0.0, kl, action_mask=torch.ones_like(kl, dtype=torch.bool),
+                                reward_clip_range=REWARD_CLIP_RANGE)[:, 0]
 
 
 _GATES = {
@@ -71,12 +87,13 @@ class OpenRLHFLoss(Adapter):
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         rewards = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
         if self.advantage_estimator == "flash_reinforce":
-            return rewards - rewards.mean()
+            return clip_reward(rewards - rewards.mean())
         size = group_rows(group_ids) if group_ids is not None else rewards.shape[0]
         grouped = rewards.reshape(-1, size)
         if self.advantage_estimator == "dr_grpo":
-            return (grouped - grouped.mean(-1, keepdim=True)).reshape(-1)
-        return ((grouped - grouped.mean(-1, keepdim=True)) / (grouped.std(-1, keepdim=True) + 1e-9)).reshape(-1)
+            return clip_reward((grouped - grouped.mean(-1, keepdim=True)).reshape(-1))
+        return clip_reward(((grouped - grouped.mean(-1, keepdim=True)) /
+                            (grouped.std(-1, keepdim=True) + 1e-9)).reshape(-1))
 
     def _loss(self, log_probs, behavior_log_probs, advantages, action_mask, *, num_sequences, num_tokens,
               max_tokens, num_shards) -> Tensor:
@@ -89,6 +106,42 @@ class OpenRLHFLoss(Adapter):
             old, rollout = behavior_log_probs.detach(), None
         loss, *_ = loss_fn(log_probs, old, token_advantages, action_mask, rollout_log_probs=rollout, **counts)
         return loss
+
+    def framework_call(self, batch) -> str:
+        rewards = batch.rewards.to(torch.promote_types(batch.rewards.dtype, torch.float32))
+        lines = ["import importlib.util, pathlib, sys, types", "import torch",
+                 "root = pathlib.Path(importlib.util.find_spec('openrlhf').origin).parent",
+                 "models = types.ModuleType('openrlhf.models')  # skip models/__init__.py (it imports the GPU stack)",
+                 "models.__path__ = [str(root / 'models')]", "sys.modules['openrlhf.models'] = models",
+                 "from openrlhf.models.loss import PolicyLoss", "from openrlhf.models.utils import compute_reward",
+                 f"rewards = {tensor_code(rewards)}",
+                 "# RemoteExperienceMaker.compute_advantages_and_returns "
+                 "(openrlhf/trainer/ppo_utils/experience_maker.py)"]
+        if self.advantage_estimator == "flash_reinforce":
+            lines.append("rewards = rewards - rewards.mean()")
+        else:
+            size = group_rows(batch.group_ids)
+            lines.append(f"rewards = rewards.reshape(-1, {size})  # [prompts, n_samples_per_prompt]")
+            lines.append("rewards = rewards - rewards.mean(-1, keepdim=True)" if self.advantage_estimator == "dr_grpo"
+                         else "rewards = (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) "
+                         "+ 1e-9)")
+        lines += [f"kl = torch.zeros({batch.batch_size}, 1, dtype=rewards.dtype)",
+                  f"advantages = compute_reward(rewards.reshape(-1), 0.0, kl, action_mask=torch.ones_like(kl, "
+                  f"dtype=torch.bool), reward_clip_range={REWARD_CLIP_RANGE!r})[:, 0]",
+                  f"action_mask = {tensor_code(batch.action_mask)}",
+                  f"log_probs = {tensor_code(batch.log_probs, grad=True)}"]
+        if self.gated:
+            lines += ["old_log_probs = log_probs.detach()  # one update per batch: the old policy is the learner",
+                      f"rollout_log_probs = {tensor_code(batch.behavior_log_probs)}"]
+        else:
+            lines += [f"old_log_probs = {tensor_code(batch.behavior_log_probs)}", "rollout_log_probs = None"]
+        lines += [f"loss, *_ = PolicyLoss(**{self.options!r})(log_probs, old_log_probs, advantages[:, None]"
+                  f".expand(action_mask.shape), action_mask, rollout_log_probs=rollout_log_probs, "
+                  f"batch_num_tokens={int(batch.action_mask.sum())}, global_batch_size={batch.batch_size})",
+                  "print('advantages', advantages.tolist())",
+                  "print('loss', loss.item(), 'd loss / d log_probs', "
+                  "torch.autograd.grad(loss, log_probs)[0].tolist())"]
+        return "\n".join(lines)
 
 
 def variants() -> list[OpenRLHFLoss]:
@@ -131,8 +184,24 @@ def policy_loss(**options) -> OpenRLHFLoss:
                         contiguous_groups=not gated, options={**options, "advantage_estimator": estimator})
 
 
+LEFT_OUT = {
+    "the actor's float32 cast of the logits (openrlhf/models/actor.py)":
+        "the adapter hands PolicyLoss the drawn log-probs as they are, so `precision` shows what bf16 log-probs would "
+        "do; the actor never produces them, and those cells are classed outside the pipeline",
+    "length penalties (apply_length_penalties)":
+        "off by default (--reward.overlong_buffer_len and --reward.stop_properly_penalty_coef unset)",
+    "the KL reward (compute_reward's −kl_coef · KL term, --algo.kl.init_coef 0.01 with a reference model)":
+        "it adds −kl_coef · KL(π_old‖π_ref) to each token's return whatever the rewards and the group, so it cannot "
+        "make or unmake a failure of the advantages the invariants compare; the adapter calls compute_reward with "
+        "KL 0 (the reference equal to the policy), and applies the clamp to --reward.clip_range, which is on by "
+        "default",
+}
+"""Steps of OpenRLHF's default pipeline around the loss that the adapter does not run, and why the verdict stands."""
+
+
 NOT_IN_TABLE: dict[str, str] = {}
 """OpenRLHF 0.11.2 ``PolicyLoss`` options that make a GRPO or FlashREINFORCE variant without a row, and why."""
 
 
-__all__ = ["NOT_IN_TABLE", "OpenRLHFLoss", "policy_loss", "policy_loss_class", "variants"]
+__all__ = ["NOT_IN_TABLE", "OpenRLHFLoss", "REWARD_CLIP_RANGE", "clip_reward", "policy_loss", "policy_loss_class",
+           "variants"]

@@ -45,6 +45,16 @@ OWN_OFF_POLICY = {
                             "log μ − log π exceeds the threshold (DeepSeek-V3.2's off-policy sequence mask)",
 }
 
+LEFT_OUT = {
+    "the trainer's fused LM head (log-probs float32, 0 in padding)":
+        "the stand-in hands _compute_loss the drawn log-probs as they are, so `precision` and `padding` show what "
+        "bf16 or non-finite padded log-probs would do; the trainer never produces them (tests/testing/"
+        "test_adapters.py checks it on a real GRPOTrainer), and those cells are classed outside the pipeline",
+    "vLLM generation and the reference model":
+        "neither enters the policy loss with β = 0, TRL's default",
+}
+"""Steps of TRL's default pipeline around the loss that the adapter does not run, and why the verdict stands."""
+
 NOT_IN_TABLE: dict[str, str] = {}
 """TRL 1.16 options that make a GRPO variant the table does not have a row for, and why."""
 
