@@ -372,6 +372,16 @@ def test_the_openrlhf_adapter_reproduces_openrlhfs_loss_and_gradient(variant, re
         assert float(gradient[0].abs().max()) == 0.0 and float(gradient[1:].abs().max()) > 1e-3
 
 
+def test_the_openrlhf_adapter_clamps_the_normalised_rewards_as_compute_reward_does_by_default():
+    pytest.importorskip("openrlhf")
+    pytest.importorskip("deepspeed")
+    adapter = _row("openrlhf", "group_norm ppo token_level_loss")
+    rewards = torch.tensor([1.0, 0.0] * 4 + [0.7] * 8)  # float32, as the experience maker holds them
+    advantages = adapter.advantages(rewards, torch.arange(16) // 8)
+    assert torch.equal(advantages[8:], torch.full((8,), 10.0))  # +59.6 unclamped: the default clip range's bound
+    torch.testing.assert_close(advantages[:8], torch.tensor([0.9354143, -0.9354143] * 4))
+
+
 def test_openrlhf_masks_padding_by_multiplying_and_a_token_mean_declared_per_sample_fails():
     pytest.importorskip("openrlhf")
     pytest.importorskip("deepspeed")
