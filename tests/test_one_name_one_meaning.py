@@ -10,7 +10,7 @@ top-level ``if``/``try`` blocks. What does not count as a definition:
 - type variables (``T = TypeVar("T")``): a placeholder of one module's signatures;
 - :data:`PROTOCOLS`: a name that a family of sibling modules each define by contract, with one meaning
   (``configure`` / ``run`` of every ``flashsim`` subcommand module, ``variants`` / ``policy_loss`` /
-  ``NOT_IN_TABLE`` of every framework adapter, ``main`` of a runnable module).
+  ``NOT_IN_TABLE`` and ``LEFT_OUT`` of every framework adapter, ``main`` of a runnable module).
 
 Config keys: a key name (a field's own name) used by more than one of the simulator's ``TrainConfig``,
 ``flashsim variance``'s ``SweepConfig`` and ``scale``'s ``Config``, or by two sections of one of them, is met
@@ -37,6 +37,7 @@ PROTOCOLS = {
     "variants": "src/flashsim/testing/adapters/*.py",  # the adapter rows of a framework (the package's dispatches)
     "policy_loss": "src/flashsim/testing/adapters/*.py",  # a framework's loss as one check-loss row, from options
     "NOT_IN_TABLE": "src/flashsim/testing/adapters/*.py",  # a framework's variants without a conformance row, and why
+    "LEFT_OUT": "src/flashsim/testing/adapters/*.py",  # a framework's pipeline steps an adapter does not run, and why
     "main": "*",  # main(argv) -> exit status: the entry point of a runnable module
 }
 """Names that sibling modules each define with one meaning: name → the modules (a glob) allowed to."""
