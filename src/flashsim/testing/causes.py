@@ -117,7 +117,9 @@ _VERL_MICRO = Line(
     "gradients add up", within="def forward_backward_batch(")
 _VERL_NARROW = Line(
     "verl/workers/utils/padding.py", "max_response_len = response_lens.max().item()",
-    "a micro-batch is padded to its own longest response, so micro-batches have different widths")
+    "under the default V1 trainer (trainer.use_v1: true) ppo_loss pads each micro-batch with no_padding_2_padding, "
+    "and nothing in verl sets its max_response_len: a micro-batch is padded to its own longest response, so "
+    "micro-batches have different widths")
 _OPENRLHF_MASK = Line(
     "openrlhf/models/actor.py", "action_log_probs = log_probs[:, -action_mask.shape[1] :] * action_mask.float()",
     "OpenRLHF's actor multiplies its log-probs by the action mask: padding holds 0, never NaN or inf")
@@ -209,9 +211,10 @@ CAUSES: dict[tuple[str, str, str, str], Cause] = {
     ("TRL", "constant_rewards", r"", "float32"): Cause(
         "TRL divides a constant group's float32 rounding noise by 0 + 1e-4",
         Line("trl/trainer/grpo_trainer.py", "advantages = advantages / (std_rewards + 1e-4)"),
-        "in float32, TRL's reward dtype, the mean of seven or more rewards of 0.7 is one ulp off and the group's std "
-        "about as small, so every member gets the same advantage of about +0.0006 instead of 0 (ε = 1e-4 keeps it "
-        "a hundred times below verl's, 1e4 times below OpenRLHF's); in float64 it is 0. Centre exactly to remove it.",
+        "in float32, TRL's reward dtype, the mean of n equal rewards is one ulp off for some values and n (0.7: from "
+        "n = 7) while the group's std is 0 or about as small, so every member gets the same advantage of a few 1e-4 "
+        "(up to 2e-3 here) instead of 0, beside ±1 for a group with contrast (ε = 1e-4 keeps it a hundred times "
+        "below verl's, 1e4 times below OpenRLHF's before its clamp). Give a group whose std is 0 advantage 0.",
         "reachable", Line(
             "trl/trainer/grpo_trainer.py",
             "rewards_per_func[:, i] = torch.tensor(output_reward_func, dtype=torch.float32, device=device)",
@@ -270,8 +273,11 @@ CAUSES: dict[tuple[str, str, str, str], Cause] = {
     ("verl", "shards", r"seq-mean-token-sum-norm$", ANY): Cause(
         "verl seq-mean-token-sum-norm divides by the micro-batch's padded width",
         Line("verl/trainer/ppo/core_algos.py", "horizon = loss_mask.shape[-1]"),
-        "without loss_scale_factor the normaliser is the micro-batch's padded width, so micro-batches padded to "
-        "their longest response weigh differently; set actor.loss_scale_factor to the response budget.",
+        "without loss_scale_factor the normaliser is the width of the tensor the loss gets, and under the default "
+        "V1 trainer ppo_loss pads each micro-batch to its own longest response (evidence), where verl's config "
+        "documents response_length (actor.yaml: 'If null, uses response_length'): identical sequences in "
+        "micro-batches of different widths get different gradients, and the loss scale follows the longest "
+        "response. Set actor.loss_scale_factor to the response budget.",
         "reachable", _VERL_NARROW, draft="verl-seq-mean-token-sum-norm-width.md"),
     ("verl", "padding", r"^geo_mean", ANY): Cause(
         "verl masks padding by multiplying (loss NaN)",
@@ -318,9 +324,11 @@ CAUSES: dict[tuple[str, str, str, str], Cause] = {
         "verl GMPO takes a plain mean per micro-batch (gradient × k micro-batches)",
         Line("verl/trainer/ppo/core_algos.py", "pg_loss = torch.mean(pg_losses)",
              within="def compute_policy_loss_geo_mean("),
-        "GMPO takes the mean over the micro-batch's own sequences and ignores global_batch_info, which the other "
-        "losses divide by because the engine sums micro-batch losses: with k micro-batches per mini-batch its "
-        "gradient is k times too large, and sequences in smaller micro-batches weigh more. Divide by "
+        "GMPO takes the mean over the micro-batch's own sequences and ignores global_batch_info, which agg_loss "
+        "divides by so that the summed micro-batch losses are 'invariant to fsdp/megatron parallelism' (its "
+        "docstring): with k micro-batches per mini-batch the policy term weighs k times more against the entropy "
+        "and KL-loss terms (which agg_loss normalises globally), gradient clipping sees k times the policy "
+        "gradient, and with uneven micro-batches a sequence's weight is 1 / its micro-batch's size. Divide by "
         "global_batch_size / dp_size instead of the micro-batch's size.", "reachable", _VERL_MICRO,
         draft="verl-gmpo-microbatch-gradient.md"),
     ("verl", "precision", r"^grpo|^dr_grpo", ANY): Cause(
