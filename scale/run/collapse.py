@@ -49,6 +49,7 @@ from flashsim.experiments import (
     markdown_tables,
     to_json,
 )
+from flashsim.experiments.references import Stores, checkout_root, render
 from flashsim.io import atomic_write_text
 from scale.run.claims import TRANSFORMER_EXPERIMENTS
 from scale.run.collapse_rules import COLLAPSE_DROP, COLLAPSE_EVALS, TOOL_COLLAPSE_CALLS
@@ -282,7 +283,8 @@ def write_collapse_section(design: ClaimDesign, out: Path | str, page: Path | st
     summary = finalized_collapse(json.loads((source / SUMMARY).read_text()), fisher)
     atomic_write_text(target / SUMMARY, to_json(summary))
     discussion_path = page.parent / "results" / "discussion" / f"{design.claim}.md"
-    discussion = discussion_path.read_text() if discussion_path.exists() else None
+    stores = Stores(checkout_root(page, "transformer"))
+    discussion = render(discussion_path.read_text(), stores) if discussion_path.exists() else None
     section = collapse_section(design, summary, fisher, "results", command, discussion)
     text = page.read_text() if page.exists() else ""
     old = section_of(text, design.claim)

@@ -36,6 +36,7 @@ from flashsim.experiments.analysis import (
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.pages import Page, replication_text
 from flashsim.experiments.probes import probe_design, probe_table
+from flashsim.experiments.references import Stores, checkout_root, render
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
 from flashsim.experiments.runner import to_json
 from flashsim.experiments.summaries import (
@@ -302,11 +303,13 @@ def write_report(
     then re-renders from its committed stores), with each ``summary.json`` holding its final verdict after Holm over
     the page's primaries (``family`` names the page: ``quick``, ``full``, ``transformer``, ``follow-ups``; the quick
     page opens with the replication summary of every page); hand-written discussions are read from
-    ``<report dir>/results/discussion/<claim>.md``. ``title`` and the paragraphs of ``about`` open the page (the
+    ``<report dir>/results/discussion/<claim>.md``, their references to the committed stores rendered
+    (:mod:`flashsim.experiments.references`). ``title`` and the paragraphs of ``about`` open the page (the
     transformer claims of ``scale`` give their own).
     """
     report = Path(report)
     assets = report.parent / "results"
+    stores = Stores(checkout_root(report, family))
     sections = []
     overview = ["| claim | what | quoted (source) | primary comparison | ours (headline) | p (Holm) | verdict "
                 "| mechanism (exploratory comparisons at the headline) |", "|---|---|---|---|---|---|---|---|"]
@@ -317,7 +320,7 @@ def write_report(
     for design, summary, decision in zip(designs, summaries, decisions):
         target = _keep_assets(design.claim, Path(out) / design.claim, assets / design.claim, summary)
         discussion_path = assets / "discussion" / f"{design.claim}.md"
-        discussion = discussion_path.read_text() if discussion_path.exists() else None
+        discussion = render(discussion_path.read_text(), stores) if discussion_path.exists() else None
         probes = _probes(design, out, target)
         figures = tuple(name for name in figure_names(design.claim) if (target / name).exists())
         sections.append(claim_section(design, summary, assets.name, discussion, probes, figures, decision))
@@ -346,7 +349,7 @@ def write_report(
     ]
     intro = assets / "discussion" / "intro.md"
     if intro.exists():
-        header += [intro.read_text().strip(), ""]
+        header += [render(intro.read_text(), stores).strip(), ""]
     text = "\n".join(header) + "\n" + "\n".join(sections)
     report.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(report, text)

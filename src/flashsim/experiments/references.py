@@ -1,0 +1,256 @@
+"""References from hand-written prose to the committed stores, resolved when a page is rendered.
+
+A discussion (``results/discussion/*.md``) explains mechanisms and caveats; every measured value, interval, factor,
+p, verdict word or count of seeds in it is a reference, written between double braces and replaced by the value the
+committed stores hold when the page is rendered, so a rerun or a corrected store cannot leave a stale number behind::
+
+    {{ full:C3 times }}                      the primary's factor with its interval: 1.02× [0.98, 1.06]
+    {{ quick:C3@chain_lag0 verdict }}        a setting's verdict: negligible (exploratory, Holm p 0.069 ...)
+    {{ quick:C9#tool_calls:flash/positive_only difference 2 }}   a comparison by metric (and arms), 2 digits
+    {{ transformer:C2collapse collapsed:token_gate@tool30_lag2 }}   a collapse count: 3/30
+    {{ article:token_mean_length }}          the article's words, from its committed table (``article.json``)
+
+A reference is ``PAGE:CLAIM[@SETTING][#METRIC[:ARM/BASELINE]] FIELD [DIGITS]``. ``PAGE`` is a results page's
+family (:data:`flashsim.experiments.pages.PAGES`: ``quick``, ``full``, ``transformer``, ``follow-ups``), so one page
+may quote another's store; without ``@SETTING`` the claim's headline setting, without ``#METRIC`` its primary
+comparison. The fields (:data:`FIELDS`) say what is rendered; a verdict of an exploratory result always renders with
+"exploratory" and its Holm p, and a primary's verdict is its final one after Holm over its page's family. A field the
+store does not hold, an unknown page, claim, setting or metric raises ``ValueError`` naming the reference: the page
+is not rendered with a hole in it.
+
+The article's table (:func:`article_table`) holds each number and phrase of the article that a page quotes, with the
+section and sentence where it stands; readings of it that the article does not state (the 2× of C1, the 1.57× of
+C3) are listed apart with the label a page must print beside them ("flashsim's reading of the 2×").
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from flashsim.experiments.analysis import fmt, fmt_p
+from flashsim.experiments.pages import PAGES, page_of
+from flashsim.experiments.summaries import finalized_collapse, load_family
+
+ARTICLE = Path(__file__).with_name("article.json")
+"""The committed table of the article's numbers and phrases (see the module docstring)."""
+
+REFERENCE = re.compile(r"\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
+TARGET = re.compile(r"(?P<page>[\w-]+):(?P<claim>C\d\w*)(?:@(?P<setting>\w+))?"
+                    r"(?:#(?P<metric>\w+)(?::(?P<arm>\w+)/(?P<baseline>\w+))?)?")
+
+FIELDS = {
+    "verdict": "the verdict; a primary's final one after Holm, an exploratory one with 'exploratory' and its Holm p",
+    "difference": "the mean difference (arm − baseline) with its sign and 95 % interval",
+    "-difference": "the same difference negated (baseline − arm), for a sentence that names the baseline first",
+    "magnitude": "the difference's size without its sign (its interval turned with it), for a sentence that says "
+                 "which arm is ahead in words",
+    "ratio": "the factor with its 95 % interval",
+    "times": "the factor with a × and its 95 % interval",
+    "factor": "the factor alone, with a ×",
+    "p": "the test's p before Holm",
+    "holm": "the Holm-adjusted p",
+    "pairs": "the number of complete seed pairs",
+    "ahead": "in how many of the seed pairs the arm is ahead in the comparison's direction ('k of n')",
+    "mean:ARM": "an arm's mean with its 95 % interval in the comparison's metric and setting",
+    "collapsed:ARM": "a collapse test's count of collapsed runs of an arm ('k/n'; @SETTING the setting)",
+    "fisher": "a collapse test's Fisher p at the setting (the confirmatory arm's, ':ARM' for another's)",
+}
+"""Every field a reference may ask for, and what it renders."""
+
+
+@functools.lru_cache(maxsize=1)
+def article_table() -> dict:
+    """The article's table: ``{"quotes": [...], "readings": [...]}`` (each row with an ``id``)."""
+    return json.loads(ARTICLE.read_text())
+
+
+def article_entry(key: str) -> Mapping:
+    """The row ``key`` of the article's table (a quote or a reading)."""
+    table = article_table()
+    for row in (*table["quotes"], *table["readings"]):
+        if row["id"] == key:
+            return row
+    raise ValueError(f"article reference: no row {key!r} in {ARTICLE.name}")
+
+
+def article_text(key: str) -> str:
+    """How a page writes row ``key``: a quote as the article words it, a reading with its label."""
+    row = article_entry(key)
+    return row["quote"] if "quote" in row else f"{row['text']} ({row['reading']})"
+
+
+class Stores:
+    """The committed stores of every results page under ``root`` (the checkout: ``root/docs/...``)."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    def stores(self, family: str) -> Path:
+        return self.root / page_of(family).path.replace("results.md", "results")
+
+    @functools.lru_cache(maxsize=None)  # noqa: B019 - one Stores per rendering; the stores do not change meanwhile
+    def summary(self, family: str, claim: str) -> dict:
+        """The claim's summary as the page prints it: primaries finalized with Holm over the page's family."""
+        page, stores = page_of(family), self.stores(family)
+        if claim in page.claims:
+            return next(s for s in load_family(stores, page.claims, family) if s["claim"] == claim)
+        if claim in dict(page.experiments):
+            return finalized_collapse(self._json(stores / claim / "summary.json"), self.fisher(family, claim))
+        raise ValueError(f"reference: page {family!r} has no claim {claim!r}")
+
+    def fisher(self, family: str, claim: str) -> dict:
+        return self._json(self.stores(family) / claim / "fisher.json")
+
+    def rows(self, family: str, claim: str, name: str) -> list[dict]:
+        with open(self.stores(family) / claim / name, newline="") as file:
+            return list(csv.DictReader(file))
+
+    @staticmethod
+    def _json(path: Path) -> dict:
+        if not path.exists():
+            raise ValueError(f"reference: no committed store {path}")
+        return json.loads(path.read_text())
+
+
+def render(text: str, stores: Stores) -> str:
+    """``text`` with every ``{{ ... }}`` reference replaced by what the committed stores hold."""
+    return REFERENCE.sub(lambda match: resolve(match["body"], stores), text)
+
+
+def resolve(body: str, stores: Stores) -> str:
+    """One reference's rendered text (see the module docstring for the syntax)."""
+    words = body.split()
+    if words[0].startswith("article:"):
+        return article_text(words[0].split(":", 1)[1])
+    target = TARGET.fullmatch(words[0])
+    if target is None or len(words) not in (2, 3):
+        raise ValueError(f"reference {{{{ {body} }}}}: expected PAGE:CLAIM[@SETTING][#METRIC[:ARM/BASELINE]] FIELD "
+                         "[DIGITS]")
+    if target["page"] not in {page.family for page in PAGES}:
+        raise ValueError(f"reference {{{{ {body} }}}}: page must be one of {', '.join(p.family for p in PAGES)}")
+    digits = int(words[2]) if len(words) == 3 else None
+    try:
+        return _field(stores, target, words[1], digits)
+    except (KeyError, StopIteration, TypeError) as error:
+        raise ValueError(f"reference {{{{ {body} }}}}: the store holds no such value ({error!r})") from error
+
+
+def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> str:
+    family, claim = target["page"], target["claim"]
+    name, _, argument = field.partition(":")
+    if name in ("collapsed", "fisher"):
+        return _collapse(stores.fisher(family, claim), target["setting"], name, argument)
+    summary = stores.summary(family, claim)
+    setting = target["setting"] or summary["headline"]
+    comparison = _comparison(summary, target)
+    result = comparison["by_knob"][setting]
+    primary = comparison is summary["comparisons"][0] and setting == summary["headline"]
+    if primary:
+        result = {**result, **summary["primary"]}
+    if name == "verdict":
+        return _verdict(result, primary)
+    if name in ("difference", "-difference"):
+        return _signed(result["difference"], -1 if name.startswith("-") else 1, digits or 3)
+    if name == "magnitude":
+        difference = result["difference"]
+        return _signed(difference, -1 if difference["mean"] < 0 else 1, digits or 3).lstrip("+")
+    if name in ("ratio", "times"):
+        ratio, mark = result["ratio"], "×" if name == "times" else ""
+        return f"{fmt(ratio['mean'], digits or 2)}{mark} [{fmt(ratio['low'], digits or 2)}, {fmt(ratio['high'], digits or 2)}]"
+    if name == "factor":
+        return f"{fmt(result['factor'], digits or 2)}×"
+    if name in ("p", "holm"):
+        return fmt_p(result["p" if name == "p" else "p_holm"])
+    if name == "pairs":
+        return str(result["pairs"])
+    if name == "ahead":
+        return _ahead(stores.rows(family, claim, "per_seed.csv"), comparison, setting)
+    if name == "mean":
+        row = next(r for r in stores.rows(family, claim, "means.csv") if
+                   (r["knob"], r["arm"], r["metric"]) == (setting, argument, comparison["metric"]))
+        places = digits or 3
+        return f"{fmt(float(row['mean']), places)} [{fmt(float(row['low']), places)}, {fmt(float(row['high']), places)}]"
+    raise ValueError(f"reference field must be one of {', '.join(FIELDS)}; got {field!r}")
+
+
+def _comparison(summary: Mapping, target: re.Match) -> Mapping:
+    if target["metric"] is None:
+        return summary["comparisons"][0]
+    return next(c for c in summary["comparisons"] if c["metric"] == target["metric"] and (
+        target["arm"] is None or (c["arm"], c["baseline"]) == (target["arm"], target["baseline"])))
+
+
+def _verdict(result: Mapping, primary: bool) -> str:
+    if primary and not result.get("exploratory_reason"):
+        return result["verdict"]
+    return f"{result['verdict']} (exploratory, Holm p {fmt_p(result.get('p_holm'))})"
+
+
+def _signed(interval: Mapping, sign: int, digits: int) -> str:
+    mean, low, high = sign * interval["mean"], interval["low"], interval["high"]
+    if sign < 0:
+        low, high = -high, -low
+    text = f"{fmt(mean, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
+    return ("+" if mean > 0 else "") + text.replace("-", "−")
+
+
+def _ahead(rows: list[dict], comparison: Mapping, setting: str) -> str:
+    """In how many complete pairs the arm beats the baseline in the comparison's direction."""
+    metric, values = comparison["metric"], {}
+    for row in rows:
+        if row["setting"] == setting and row["arm"] in (comparison["arm"], comparison["baseline"]) and row[metric]:
+            values.setdefault(row["seed"], {})[row["arm"]] = float(row[metric])
+    pairs = [v for v in values.values() if len(v) == 2 and all(math.isfinite(x) for x in v.values())]
+    better = (lambda a, b: a > b) if comparison["direction"] == "greater" else (lambda a, b: a < b)
+    wins = sum(better(v[comparison["arm"]], v[comparison["baseline"]]) for v in pairs)
+    return f"{wins} of {len(pairs)}"
+
+
+def _collapse(fisher: Mapping, setting: str | None, name: str, arm: str) -> str:
+    if setting is None:
+        raise ValueError("a collapse reference names its setting: PAGE:CLAIM@SETTING")
+    if name == "collapsed":
+        row = fisher["counts"][setting][arm]
+        return f"{len(row['collapsed'])}/{row['runs']}"
+    tests = fisher["tests"]
+    test = tests[arm] if arm else next(t for t in tests.values() if t["confirmatory"])
+    return fmt_p(test["by_knob"][setting]["p"])
+
+
+def numbers_outside_references(text: str) -> list[str]:
+    """The result-like numbers ``text`` types itself (outside its references and code): a decimal, an interval, a
+    factor or percentage, a p, a count of seeds ("18 of 20"). What a page may type — a setting (L = 4, seeds 10–19,
+    H = 32), a claim's name, a commit — is not a result and is not listed."""
+    text = re.sub(r"`[^`]*`", "", REFERENCE.sub("", text))
+    text = re.sub(r"\b[0-9a-f]{7,40}\b", "", text)  # commits
+    found = []
+    for pattern in RESULT_NUMBERS:
+        found += [m.group().strip() for m in pattern.finditer(text)]
+    return found
+
+
+RESULT_NUMBERS = (
+    re.compile(r"(?<![\w.=≈])[−-]?\d+\.\d+(?![\w.])(?!e-)"),  # a decimal: 0.41, −0.011
+    re.compile(r"\[\s*[−-]?[\d.,]+\s*,\s*[−-]?[\d.,]+\s*\]"),  # an interval
+    re.compile(r"(?<![\w.])\d[\d.,]*\s?[×%]"),  # a factor or a percentage: 1.09×, 36 %
+    re.compile(r"\bp\s*[=<>≤]\s*\d"),  # a p
+    re.compile(r"\b\d+ (?:of|out of) (?:the )?\d+\b"),  # a count of seeds: 18 of 20
+    re.compile(r"\b\d+/\d+\b"),  # a count of runs: 3/30
+)
+"""What counts as a typed result number in a discussion (:func:`numbers_outside_references`)."""
+
+
+def checkout_root(report: Path | str, family: str = "") -> Path:
+    """The checkout that holds ``report``, a results page of ``family`` (its path under the checkout is the page's
+    :data:`~flashsim.experiments.pages.PAGES` path); a page of no family resolves against its own folder's parent."""
+    report = Path(report)
+    if family and family in {page.family for page in PAGES}:
+        depth = len(Path(page_of(family).path).parts)
+        return report.resolve().parents[depth - 1]
+    return report.resolve().parent.parent
