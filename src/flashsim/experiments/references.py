@@ -10,7 +10,8 @@ committed stores hold when the page is rendered, so a rerun or a corrected store
     {{ transformer:C2collapse collapsed:token_gate@tool30_lag2 }}   a collapse count: 3/30
     {{ article:token_mean_length }}          the article's words, from its committed table (``article.json``)
 
-A reference is ``PAGE:CLAIM[@SETTING][#METRIC[:ARM/BASELINE]] FIELD [DIGITS]``. ``PAGE`` is a results page's
+A reference is ``PAGE:CLAIM[@SETTING][#METRIC[:ARM/BASELINE]] FIELD [DIGITS]`` (a capitalised FIELD, ``Verdict``,
+renders with a capital, to open a sentence). ``PAGE`` is a results page's
 family (:data:`flashsim.experiments.pages.PAGES`: ``quick``, ``full``, ``transformer``, ``follow-ups``), so one page
 may quote another's store; without ``@SETTING`` the claim's headline setting, without ``#METRIC`` its primary
 comparison. The fields (:data:`FIELDS`) say what is rendered; a verdict of an exploratory result always renders with
@@ -36,12 +37,13 @@ from pathlib import Path
 from flashsim.experiments.analysis import fmt, fmt_p
 from flashsim.experiments.pages import PAGES, page_of
 from flashsim.experiments.summaries import finalized_collapse, load_family
+from flashsim.experiments.verdict import with_holm
 
 ARTICLE = Path(__file__).with_name("article.json")
 """The committed table of the article's numbers and phrases (see the module docstring)."""
 
 REFERENCE = re.compile(r"\{\{\s*(?P<body>[^{}]+?)\s*\}\}")
-TARGET = re.compile(r"(?P<page>[\w-]+):(?P<claim>C\d\w*)(?:@(?P<setting>\w+))?"
+TARGET = re.compile(r"(?P<page>[\w-]+):(?P<claim>C\d\w*)(?:@(?P<setting>[\w.]+))?"
                     r"(?:#(?P<metric>\w+)(?::(?P<arm>\w+)/(?P<baseline>\w+))?)?")
 
 FIELDS = {
@@ -135,10 +137,12 @@ def resolve(body: str, stores: Stores) -> str:
     if target["page"] not in {page.family for page in PAGES}:
         raise ValueError(f"reference {{{{ {body} }}}}: page must be one of {', '.join(p.family for p in PAGES)}")
     digits = int(words[2]) if len(words) == 3 else None
+    field = words[1]
     try:
-        return _field(stores, target, words[1], digits)
+        text = _field(stores, target, field[0].lower() + field[1:], digits)
     except (KeyError, StopIteration, TypeError) as error:
         raise ValueError(f"reference {{{{ {body} }}}}: the store holds no such value ({error!r})") from error
+    return text[0].upper() + text[1:] if field[0].isupper() else text
 
 
 def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> str:
@@ -162,8 +166,12 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         return _signed(difference, -1 if difference["mean"] < 0 else 1, digits or 3).lstrip("+")
     if name in ("ratio", "times"):
         ratio, mark = result["ratio"], "×" if name == "times" else ""
+        if ratio.get("mean") is None or not math.isfinite(ratio["mean"]):
+            raise KeyError("ratio")
         return f"{fmt(ratio['mean'], digits or 2)}{mark} [{fmt(ratio['low'], digits or 2)}, {fmt(ratio['high'], digits or 2)}]"
     if name == "factor":
+        if result.get("factor") is None or not math.isfinite(result["factor"]):
+            raise KeyError("factor")
         return f"{fmt(result['factor'], digits or 2)}×"
     if name in ("p", "holm"):
         return fmt_p(result["p" if name == "p" else "p_holm"])
@@ -187,9 +195,15 @@ def _comparison(summary: Mapping, target: re.Match) -> Mapping:
 
 
 def _verdict(result: Mapping, primary: bool) -> str:
+    """A primary's final verdict; an exploratory result's verdict after Holm over its settings, labelled, with the
+    rule's outcome beside it where Holm undid the decision (an exploratory word is never quoted bare)."""
     if primary and not result.get("exploratory_reason"):
         return result["verdict"]
-    return f"{result['verdict']} (exploratory, Holm p {fmt_p(result.get('p_holm'))})"
+    holm_p = fmt_p(result.get("p_holm"))
+    after = with_holm(result["verdict"], result.get("p_holm", float("nan")))
+    if after != result["verdict"]:
+        return f"{after} after Holm ({result['verdict']} before it; exploratory, Holm p {holm_p})"
+    return f"{result['verdict']} (exploratory, Holm p {holm_p})"
 
 
 def _signed(interval: Mapping, sign: int, digits: int) -> str:
