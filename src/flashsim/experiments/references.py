@@ -211,7 +211,7 @@ def _signed(interval: Mapping, sign: int, digits: int) -> str:
     if sign < 0:
         low, high = -high, -low
     text = f"{fmt(mean, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
-    return ("+" if mean > 0 else "") + text.replace("-", "−")
+    return ("+" if mean > 0 else "") + re.sub(r"(?<!e)-", "−", text)
 
 
 def _ahead(rows: list[dict], comparison: Mapping, setting: str) -> str:
