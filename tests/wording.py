@@ -25,11 +25,22 @@ VERDICT_WORDS = (
     ("not decided", UNDECIDED), ("undecided", UNDECIDED), ("inconclusive", UNDECIDED),
     ("no difference shown", UNDECIDED), ("supported", {"supported"}), ("negligible", {"negligible"}),
     ("decided", DECIDED),
+    ("confirmed", {"supported"}), ("confirms", {"supported"}), ("confirm", {"supported"}),
+    ("replicated", {"supported"}), ("replicates", {"supported"}), ("holds up", {"supported"}),
+    ("beats", DECIDED), ("beat", DECIDED), ("outperforms", DECIDED), ("outperformed", DECIDED),
     ("recovers", set()), ("reverses", {"not supported"}), ("never collapses", set()), ("nothing collapses", set()),
     ("never abandons", set()), ("abandons the tool", set()), ("did not recur", set()),
 )
-"""Verdict words and the committed verdicts each may be used of; an empty set: of no primary (a mechanism or a
-universal that no test decided), so only in a sentence that says "exploratory"."""
+"""Verdict words, in any wording (the rule's own, "confirmed", "beats" ...), and the committed verdicts each may be used
+of; an empty set: of no primary (a mechanism or a universal that no test decided), so only in a sentence that says
+"exploratory"."""
+OUTCOME_VERB = re.compile(
+    r"\b(?:C[1-9]\w*|the toys?|the full budget|this run|the transformer|the replication)\b[^.;:]{0,40}?"
+    r"\b(?P<verb>shows|showed|finds|found|holds|held|supports|supported|establishes|established|proves|proved)\b"
+    r"(?! (?:no|not|nothing|neither)\b)")
+"""A claim's outcome said with a verb ("C3 shows ...", "the full budget finds ..."): only of a claim whose committed
+verdict decided something (not inconclusive), unless the sentence says "exploratory"."""
+NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|nothing|cannot|does not|did not)\b")
 
 CLAIM = re.compile(r"\b(C[1-9](?:collapse|size|mech)?)\b")
 FAMILY_WORDS = {"quick": ("quick", "the toys", "toy page"),
@@ -110,18 +121,19 @@ def page_family(path: str) -> str | None:
 def verdict_word_problems(root: Path | str) -> list[str]:
     """``path: «sentence» — why`` for every sentence that uses a verdict word wrongly (see the module)."""
     root = Path(root)
-    verdicts = committed_verdicts(root)
+    verdicts, settings = committed_verdicts(root), committed_settings(root)
     return [problem for path, text in hand_written_texts(root).items()
-            for problem in text_problems(path, text, verdicts)]
+            for problem in text_problems(path, text, verdicts, settings)]
 
 
-def text_problems(path: str, text: str, verdicts: dict) -> list[str]:
-    """The problems of one page's ``text`` at ``path`` (relative to the checkout) against ``verdicts``."""
+def text_problems(path: str, text: str, verdicts: dict, settings: dict | None = None) -> list[str]:
+    """The problems of one page's ``text`` at ``path`` (relative to the checkout) against ``verdicts`` (and, to
+    tell a setting-level verdict from the claim's, ``settings``: :func:`committed_settings`)."""
     home = page_family(path)
     default = Path(path).stem if home and CLAIM.fullmatch(Path(path).stem) else None
     problems = []
     for sentence in sentences(text):
-        why = _sentence_problem(sentence, home, default, verdicts)
+        why = _sentence_problem(sentence, home, default, verdicts, settings)
         if why:
             problems.append(f"{path}: «{sentence}» — {why}")
     return problems
@@ -139,16 +151,69 @@ def _clause(text: str, at: int) -> str:
     return text[start:stop]
 
 
-def _sentence_problem(sentence: str, home: str | None, default: str | None, verdicts: dict) -> str:
+OUTCOME_WORDS = {"confirmed", "confirms", "confirm", "replicated", "replicates", "holds up", "beats", "beat",
+                 "outperforms", "outperformed"}
+
+
+def _segment(sentence: str, at: int) -> str:
+    """The part of ``sentence`` around position ``at`` between semicolons: where a setting the word speaks of is named."""
+    start = sentence.rfind(";", 0, at) + 1
+    stop = sentence.find(";", at)
+    return sentence[start:stop if stop >= 0 else len(sentence)]
+
+
+def _negated(text: str, at: int) -> bool:
+    """Whether a negation stands just before position ``at`` ("not replicated", "does not beat")."""
+    return bool(NEGATION.search(text[max(0, at - 12):at]))
+
+
+def _non_headline_setting(sentence: str, claim: str, home: str | None, settings: dict) -> str:
+    """The setting of ``claim`` other than its headline that ``sentence`` names ("L = 0", "σ = 0"), or ''."""
+    for family in [home] if home in settings else list(settings):
+        headline, labels = settings[family].get(claim, ("", {}))
+        parts = set(labels.get(headline, "").split(", "))
+        for name, label in labels.items():
+            for part in label.split(", "):
+                if name == headline or part in parts or "=" not in part:
+                    continue
+                value = re.escape(part).replace(r"\ ", r"\s*")
+                if re.search(value.removesuffix(r"\.0") + r"(?:\.0)?(?![\d.])", sentence):
+                    return part
+    return ""
+
+
+def committed_settings(root: Path) -> dict[str, dict[str, tuple[str, dict[str, str]]]]:
+    """``{family: {claim: (headline setting, {setting: label})}}`` from the checkout's stores."""
+    settings: dict[str, dict[str, tuple[str, dict[str, str]]]] = {}
+    for page in PAGES:
+        stores = root / page.path.replace("results.md", "results")
+        for claim in page.claims:
+            if (stores / claim / "summary.json").exists():
+                summary = json.loads((stores / claim / "summary.json").read_text())
+                settings.setdefault(page.family, {})[claim] = (
+                    summary["headline"], {knob["name"]: knob["label"] for knob in summary["knob"]})
+    return settings
+
+
+def _sentence_problem(sentence: str, home: str | None, default: str | None, verdicts: dict,
+                      settings: dict | None = None) -> str:
+    settings = settings or {}
     lower = sentence.lower()
     if "exploratory" in lower or any(mark in lower for mark in (*HISTORY, *HYPOTHETICAL)):
         return ""
     if sum(bool(re.search(rf"(?<!not )\b{o}\b", lower)) for o in OUTCOMES) >= 3:
         return ""  # the rule's definition, listing the outcomes
     used, rest = [], lower
+    for match in OUTCOME_VERB.finditer(lower):
+        if not _negated(lower, match.start("verb")) and not lower[:match.start()].endswith("what "):
+            used.append((match["verb"], DECIDED, _clause(lower, match.start("verb")),
+                         _segment(sentence, match.start("verb"))))
     for word, allowed in VERDICT_WORDS:
         for match in re.finditer(rf"\b{re.escape(word)}\b", rest):
-            used.append((word, allowed, _clause(rest, match.start())))
+            clause = _clause(rest, match.start())
+            if word in OUTCOME_WORDS and (_negated(rest, match.start()) or re.search(r"article|paper", clause)):
+                continue  # "not replicated" decides nothing; the article's own result is an attribution
+            used.append((word, allowed, clause, _segment(sentence, match.start())))
         rest = re.sub(rf"\b{re.escape(word)}\b", lambda m: "_" * len(m.group()), rest)
     if not used:
         return ""
@@ -161,7 +226,13 @@ def _sentence_problem(sentence: str, home: str | None, default: str | None, verd
         return f"verdict word {used[0][0]!r} of no named pre-registered primary (say 'exploratory' or name the claim)"
     named = [family for family, words in FAMILY_WORDS.items() if any(w in lower for w in words)]
     before_holm = "before holm" in lower or "rule's outcome" in lower
-    for word, allowed, clause in used:
+    for word, _, _, segment in used:
+        for claim in claims:
+            setting = _non_headline_setting(segment, claim, home, settings)
+            if setting:
+                return (f"{word!r} of {claim} at {setting}, a setting other than the headline, whose verdict is "
+                        "exploratory: say 'exploratory' (a reference to its verdict renders it so)")
+    for word, allowed, clause, _ in used:
         here = [family for family, words in FAMILY_WORDS.items() if any(w in clause for w in words)]
         families = here or named or ([home] if home else list(verdicts))
         found = set()
