@@ -9,6 +9,7 @@ committed stores hold when the page is rendered, so a rerun or a corrected store
     {{ quick:C9#tool_calls:flash/positive_only difference 2 }}   a comparison by metric (and arms), 2 digits
     {{ transformer:C2collapse collapsed:token_gate@tool30_lag2 }}   a collapse count: 3/30
     {{ article:token_mean_length }}          the article's words, from its committed table (``article.json``)
+    {{ c1-tuned:sentence ../ }}              C1 tuned's generated sentence, linked from a page one folder down
 
 A reference is ``PAGE:CLAIM[@SETTING][#METRIC[:ARM/BASELINE]] FIELD [DIGITS]`` (a capitalised FIELD, ``Verdict``,
 renders with a capital, to open a sentence). ``PAGE`` is a results page's
@@ -82,9 +83,9 @@ def article_entry(key: str) -> Mapping:
 
 
 def article_text(key: str) -> str:
-    """How a page writes row ``key``: a quote as the article words it, a reading with its label."""
+    """How a page writes row ``key``: a quote as the article words it, a reading with its label (``render``)."""
     row = article_entry(key)
-    return row["quote"] if "quote" in row else f"{row['text']} ({row['reading']})"
+    return row["quote"] if "quote" in row else row["render"]
 
 
 class Stores:
@@ -105,6 +106,14 @@ class Stores:
         if claim in dict(page.experiments):
             return finalized_collapse(self._json(stores / claim / "summary.json"), self.fisher(family, claim))
         raise ValueError(f"reference: page {family!r} has no claim {claim!r}")
+
+    def c1_tuned_sentence(self, prefix: str = "") -> str:
+        """C1 tuned's generated sentence (``docs/c1-tuned/results/results_sentence.txt``), its link from a page
+        ``prefix`` deeper than ``docs/`` (``../`` from the full-budget page)."""
+        path = self.root / "docs" / "c1-tuned" / "results" / "results_sentence.txt"
+        if not path.exists():
+            raise ValueError(f"reference: no committed store {path}")
+        return path.read_text().strip().replace("](c1-tuned/results.md)", f"]({prefix}c1-tuned/results.md)")
 
     def fisher(self, family: str, claim: str) -> dict:
         return self._json(self.stores(family) / claim / "fisher.json")
@@ -130,6 +139,8 @@ def resolve(body: str, stores: Stores) -> str:
     words = body.split()
     if words[0].startswith("article:"):
         return article_text(words[0].split(":", 1)[1])
+    if words[0] == "c1-tuned:sentence":
+        return stores.c1_tuned_sentence(words[1] if len(words) > 1 else "")
     target = TARGET.fullmatch(words[0])
     if target is None or len(words) not in (2, 3):
         raise ValueError(f"reference {{{{ {body} }}}}: expected PAGE:CLAIM[@SETTING][#METRIC[:ARM/BASELINE]] FIELD "
