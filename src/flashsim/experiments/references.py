@@ -171,19 +171,19 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
     if name == "verdict":
         return _verdict(result, primary)
     if name in ("difference", "-difference"):
-        return _signed(result["difference"], -1 if name.startswith("-") else 1, digits or 3)
+        return _signed(result["difference"], -1 if name.startswith("-") else 1, 3 if digits is None else digits)
     if name == "magnitude":
         difference = result["difference"]
-        return _signed(difference, -1 if difference["mean"] < 0 else 1, digits or 3).lstrip("+")
+        return _signed(difference, -1 if difference["mean"] < 0 else 1, 3 if digits is None else digits).lstrip("+")
     if name in ("ratio", "times"):
         ratio, mark = result["ratio"], "×" if name == "times" else ""
         if ratio.get("mean") is None or not math.isfinite(ratio["mean"]):
             raise KeyError("ratio")
-        return f"{fmt(ratio['mean'], digits or 2)}{mark} [{fmt(ratio['low'], digits or 2)}, {fmt(ratio['high'], digits or 2)}]"
+        return f"{fmt(ratio['mean'], 2 if digits is None else digits)}{mark} [{fmt(ratio['low'], 2 if digits is None else digits)}, {fmt(ratio['high'], 2 if digits is None else digits)}]"
     if name == "factor":
         if result.get("factor") is None or not math.isfinite(result["factor"]):
             raise KeyError("factor")
-        return f"{fmt(result['factor'], digits or 2)}×"
+        return f"{fmt(result['factor'], 2 if digits is None else digits)}×"
     if name in ("p", "holm"):
         return fmt_p(result["p" if name == "p" else "p_holm"])
     if name == "pairs":
@@ -193,7 +193,7 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
     if name == "mean":
         row = next(r for r in stores.rows(family, claim, "means.csv") if
                    (r["knob"], r["arm"], r["metric"]) == (setting, argument, comparison["metric"]))
-        places = digits or 3
+        places = 3 if digits is None else digits
         return f"{fmt(float(row['mean']), places)} [{fmt(float(row['low']), places)}, {fmt(float(row['high']), places)}]"
     raise ValueError(f"reference field must be one of {', '.join(FIELDS)}; got {field!r}")
 
@@ -250,19 +250,33 @@ def _collapse(fisher: Mapping, setting: str | None, name: str, arm: str) -> str:
 
 def numbers_outside_references(text: str) -> list[str]:
     """The result-like numbers ``text`` types itself (outside its references and code): a decimal, an interval, a
-    factor or percentage, a p, a count of seeds ("18 of 20"). What a page may type — a setting (L = 4, seeds 10–19,
-    H = 32), a claim's name, a commit — is not a result and is not listed."""
+    factor or percentage, a p, a count of seeds ("18 of 20"). What a page may type because it is a setting of the
+    design, not a result — a learning rate, the smallest effect, a level of the optimum, L = 4, seeds 10–19, a batch
+    shape 32 × 4, a claimed size 2× — is not listed (:data:`SETTING_BEFORE`, :data:`SETTING_AFTER`)."""
     text = re.sub(r"`[^`]*`", "", REFERENCE.sub("", text))
     text = re.sub(r"\b[0-9a-f]{7,40}\b", "", text)  # commits
+    text = re.sub(r"\b\d+ (?:prompts )?× \d+\b", "", text)  # batch shapes: 32 × 4
     found = []
     for pattern in RESULT_NUMBERS:
-        found += [m.group().strip() for m in pattern.finditer(text)]
+        for match in pattern.finditer(text):
+            before, after = text[max(0, match.start() - 30):match.start()].lower(), text[match.end():match.end() + 20]
+            if SETTING_BEFORE.search(before) or SETTING_AFTER.match(after.lower()):
+                continue
+            found.append(match.group().strip())
     return found
+
+
+SETTING_BEFORE = re.compile(r"(?:\blr|learning rate|smallest effect(?: of)?|[σδεLHGBm] [=≤≥<>]|seeds?|grid|threshold|"
+                            r"claimed size|pre-registered|error rate|against|within|level)\s*(?:±|of )?\s*$")
+"""Words just before a number that make it a setting of the design (``lr 0.03``, ``the smallest effect of 0.01``)."""
+SETTING_AFTER = re.compile(r"\s*(?:of (?:the|its) optimum|nats? of entropy|×?\s*\(?(?:flashsim's|pre-registered))")
+"""Words just after a number that make it a setting (``0.9 of the optimum``, ``2× (flashsim's pre-registered)``)."""
 
 
 RESULT_NUMBERS = (
     re.compile(r"(?<![\w.=≈])[−-]?\d+\.\d+(?![\w.])(?!e-)"),  # a decimal: 0.41, −0.011
-    re.compile(r"\[\s*[−-]?[\d.,]+\s*,\s*[−-]?[\d.,]+\s*\]"),  # an interval
+    re.compile(r"\[\s*[−+-]?[\d.,]+\s*,\s*[−+-]?[\d.,]+\s*\]"),  # an interval
+    re.compile(r"(?<![\w.])[−+-]\d[\d,]*(?![\w.,]*\d)"),  # a signed count: −552
     re.compile(r"(?<![\w.])\d[\d.,]*\s?[×%]"),  # a factor or a percentage: 1.09×, 36 %
     re.compile(r"\bp\s*[=<>≤]\s*\d"),  # a p
     re.compile(r"\b\d+ (?:of|out of) (?:the )?\d+\b"),  # a count of seeds: 18 of 20
