@@ -64,13 +64,24 @@ def value_of(match: re.Match) -> float:
     return value * {"K": 1e3, "M": 1e6}.get(match["scale"] or "", 1)
 
 
-def article_quantities() -> list[tuple[float, set[str]]]:
-    """Per row of the article's table that holds a number: its value and the words naming its quantity."""
+ARMS = ("token-mean", "sample-mean", "grpo", "flashreinforce", "positive-only", "signed", "token-local",
+        "sequence-level", "fresh batch", "minibatches")
+"""What a number of the article can be of: a clause that gives a number to one of these must give it to the one the
+article's sentence gives it to."""
+
+
+def _arms(text: str) -> set[str]:
+    return {arm for arm in ARMS if arm in text.lower()}
+
+
+def article_quantities() -> list[tuple[float, set[str], set[str]]]:
+    """Per row of the article's table that holds a number: its value, the words naming its quantity, and the arms its
+    sentence names."""
     rows = []
     for row in article_table()["quotes"]:
         if "value" in row:
             words = set(QUANTITY_WORDS.findall((row["quantity"] + " " + row["quote"]).lower()))
-            rows.append((float(row["value"]), words))
+            rows.append((float(row["value"]), words, _arms(row["sentence"])))
     return rows
 
 
@@ -125,9 +136,10 @@ def _problem(sentence: str, article: str) -> str:
 
 def _stated(match: re.Match, clause: str) -> bool:
     """Whether the number stands in the article as the quantity the clause names (a row of the table)."""
-    value, words = value_of(match), set(QUANTITY_WORDS.findall(clause.lower()))
+    value, words, arms = value_of(match), set(QUANTITY_WORDS.findall(clause.lower())), _arms(clause)
     return any(math.isclose(value, row_value, rel_tol=1e-9) and (row_words & words)
-               for row_value, row_words in article_quantities())
+               and (not row_arms or not arms or bool(row_arms & arms))
+               for row_value, row_words, row_arms in article_quantities())
 
 
 def _reading(match: re.Match, clause: str) -> bool:

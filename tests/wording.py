@@ -174,8 +174,10 @@ def _non_headline_setting(sentence: str, claim: str, home: str | None, settings:
         parts = set(labels.get(headline, "").split(", "))
         for name, label in labels.items():
             for part in label.split(", "):
-                if name == headline or part in parts or "=" not in part:
+                setting = re.search(r"[^\s,]+\s*=\s*[^\s,]+", part)
+                if name == headline or part in parts or setting is None:
                     continue
+                part = setting.group()
                 value = re.escape(part).replace(r"\ ", r"\s*")
                 if re.search(value.removesuffix(r"\.0") + r"(?:\.0)?(?![\d.])", sentence):
                     return part

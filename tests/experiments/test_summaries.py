@@ -19,7 +19,7 @@ import pytest
 from flashsim.experiments.pages import PAGES, page_of
 from flashsim.experiments.report import rerender
 from flashsim.experiments.summaries import claim_sentence, decide_page, finalized, size_verdict
-from tests.attributions import SEEDS, attribution_problems, seed_text, text_attribution_problems
+from tests.attributions import attribution_problems, seed_text, text_attribution_problems
 from tests.wording import committed_verdicts, text_problems, verdict_word_problems
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,12 +151,10 @@ def verdicts():
     return committed_verdicts(ROOT)
 
 
-@pytest.mark.skipif(SEEDS is None, reason="the article's text (../shared/seeds/) is not beside this checkout")
 def test_every_attribution_to_the_article_carries_its_words_or_numbers():
     assert attribution_problems(ROOT) == []
 
 
-@pytest.mark.skipif(SEEDS is None, reason="the article's text (../shared/seeds/) is not beside this checkout")
 @pytest.mark.parametrize("sentence", [
     "FlashREINFORCE (NVIDIA, 2026) is the method.",
     'The article says the model "improved steadily" at lag 4.',

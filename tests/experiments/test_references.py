@@ -1,0 +1,179 @@
+"""Hand-written prose bound to its data: references render the committed stores, discussions type no result, the
+article's table stands where it says, and the wording and attribution checks fail on each kind of planted mistake."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from flashsim.experiments.pages import PAGES
+from flashsim.experiments.references import (
+    REFERENCE,
+    Stores,
+    article_table,
+    numbers_outside_references,
+    render,
+    resolve,
+)
+from tests.attributions import MISSING, SEEDS, seed_text, text_attribution_problems
+from tests.wording import committed_settings, committed_verdicts, text_problems
+
+ROOT = Path(__file__).resolve().parents[2]
+DISCUSSIONS = sorted(path for page in PAGES
+                     for path in (ROOT / page.path.replace("results.md", "results") / "discussion").glob("*.md"))
+NOT_YET_BOUND = {
+    "docs/follow-ups/results/discussion/C1mech.md", "docs/follow-ups/results/discussion/C1size.md",
+    "docs/follow-ups/results/discussion/intro.md",
+    *(f"docs/full-budget/results/discussion/{name}.md" for name in ("C1", "C2", "C3", "C4", "C5", "C7", "C8", "C9",
+                                                                     "intro")),
+    *(f"docs/transformer/results/discussion/{name}.md" for name in ("C2", "C2collapse", "C3", "C4", "C9", "C9collapse",
+                                                                     "intro")),
+}
+"""Discussions that still type some of their numbers (each quote of the article, every verdict word and every number
+the wording checks flagged is already a reference in them). The list may only shrink: a file that types no result
+fails the test below until it is taken off."""
+
+
+@pytest.fixture(scope="module")
+def stores():
+    return Stores(ROOT)
+
+
+@pytest.fixture(scope="module")
+def article():
+    """The article's text; a missing article fails (it never skips: CI has it at ../shared/seeds/)."""
+    if SEEDS is None:
+        pytest.fail(MISSING)
+    return seed_text()
+
+
+@pytest.mark.parametrize("path", DISCUSSIONS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_discussion_types_no_result_number(path):
+    typed = numbers_outside_references(path.read_text())
+    name = str(path.relative_to(ROOT))
+    if name in NOT_YET_BOUND:
+        assert typed, f"{name} types no result any more: take it off NOT_YET_BOUND"
+    else:
+        assert typed == [], f"{name} types results instead of referring to the stores: {typed}"
+
+
+@pytest.mark.parametrize("path", DISCUSSIONS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_reference_in_a_discussion_resolves(path, stores):
+    for match in REFERENCE.finditer(path.read_text()):
+        assert resolve(match["body"], stores)
+
+
+@pytest.mark.parametrize("typed", [
+    "The full budget's 20 other seeds gave 1.09×.",  # a factor
+    "The gap was +0.36 [0.27, 0.44] at the full budget.",  # an interval
+    "It survives Holm (p = 0.0019).",  # a p
+    "GRPO was slower in 18 of 20 seeds.",  # a count of seeds
+    "The token-local gate collapsed in 3/30 runs.",  # a count of runs
+    "Lag 4 costs 0.027 in area.",  # a bare value
+    "Token-mean is 36 % longer.",  # a percentage
+])
+def test_a_typed_result_in_a_discussion_is_found(typed):
+    assert numbers_outside_references(typed)
+
+
+def test_settings_and_references_are_not_typed_results():
+    text = ("At lr 0.03 and L = 8 with 32 × 4, the smallest effect of 0.01 and 0.9 of the optimum, "
+            "{{ quick:C3 times }} against {{ article:length_factor }}; commit 3b86649, seeds 10–19, `a 0.5 code`.")
+    assert numbers_outside_references(text) == []
+
+
+def test_a_cross_page_reference_reads_the_other_pages_store(stores):
+    full = json.loads((ROOT / "docs/full-budget/results/C3/summary.json").read_text())["primary"]["ratio"]
+    assert render("{{ full:C3 times }}", stores) == f"{full['mean']:.2f}× [{full['low']:.2f}, {full['high']:.2f}]"
+
+
+def test_an_exploratory_verdict_renders_exploratory_with_its_holm_p(stores):
+    result = json.loads((ROOT / "docs/results/C3/summary.json").read_text())["comparisons"][0]["by_knob"]["chain_lag0"]
+    text = render("{{ quick:C3@chain_lag0 verdict }}", stores)
+    assert result["exploratory"] and "exploratory, Holm p" in text and result["verdict"] in text
+    assert render("{{ quick:C3 verdict }}", stores) == "smaller than claimed"  # the primary: its final verdict
+
+
+def test_an_exploratory_decision_that_holm_undoes_says_so(stores):
+    text = render("{{ full:C3@gridworld_lag4 verdict }}", stores)  # rule: smaller than claimed; Holm p 0.026 > 0.025
+    assert text.startswith("inconclusive after Holm (smaller than claimed before it; exploratory, Holm p")
+
+
+@pytest.mark.parametrize("reference", [
+    "{{ nowhere:C3 times }}", "{{ quick:C42 verdict }}", "{{ quick:C3@lag99 verdict }}", "{{ quick:C3 colour }}",
+    "{{ quick:C2 times }}", "{{ article:no_such_row }}", "{{ quick:C3#entropy verdict }}",
+])
+def test_a_reference_the_stores_do_not_hold_fails_naming_it(reference, stores):
+    with pytest.raises(ValueError, match=r"reference|page|field|article"):
+        render(reference, stores)
+
+
+def test_every_row_of_the_article_table_stands_where_it_says(article):
+    raw = "\n".join(path.read_text() for path in sorted(SEEDS.glob("*.txt")))
+    headings = [line.strip() for line in raw.splitlines() if re.match(r"^\d+(?:\.\d+)*\.? \S", line)]
+    for row in article_table()["quotes"]:
+        assert row["quote"] in row["sentence"], row["id"]
+        at = raw.find(row["sentence"])
+        assert at >= 0, f"{row['id']}: its sentence is not in the article"
+        before = [h for h in headings if 0 <= raw.find(h) < at]
+        assert (before[-1] if before else "(opening)") == row["section"], row["id"]
+    for row in article_table()["readings"]:
+        assert row["reading"].startswith("flashsim's") and row["render"], row["id"]
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    return committed_verdicts(ROOT)
+
+
+@pytest.fixture(scope="module")
+def settings():
+    return committed_settings(ROOT)
+
+
+@pytest.mark.parametrize("sentence", [
+    "On the full budget C2 is confirmed.",  # an outcome word the rule does not use
+    "The replication of C3 on the full budget replicated the shortening.",
+    "On the full budget FlashREINFORCE beats GRPO in C1.",  # one arm beats another, no verdict word
+    "The full budget shows C8: lag costs nothing.",  # an outcome verb
+    "On the full budget C3 at L = 0 is negligible.",  # a setting's verdict said as the claim's
+    "On the quick page C7 at σ = 0 is supported.",
+])
+def test_a_planted_outcome_the_committed_verdict_does_not_give_fails(sentence, verdicts, settings):
+    assert text_problems("docs/new.md", f"# A page\n\n{sentence}\n", verdicts, settings)
+
+
+@pytest.mark.parametrize("sentence", [
+    "On the full budget C9 is supported.",
+    "On the quick page C3 at L = 0 is negligible (exploratory).",
+    "The full budget does not show that C8's lag costs anything.",
+])
+def test_an_outcome_the_committed_verdict_gives_passes(sentence, verdicts, settings):
+    assert text_problems("docs/new.md", f"# A page\n\n{sentence}\n", verdicts, settings) == []
+
+
+@pytest.mark.parametrize("sentence", [
+    "The paper finds that one rollout per prompt is enough.",  # any verb, neither words nor numbers
+    "The article notes that GRPO needs 128K rollouts.",  # a number in K notation the article does not give
+    "The article reports 3 Python calls per trajectory for GRPO.",  # a digit the article has only as a heading's
+    "The article reports a 3.75× speed-up.",  # a factor it does not give
+    "The article's 2× holds at the matched budget.",  # a reading without its label
+    'The article says failures "never push it away".',  # a quote not in the article
+    "According to the paper, truncation hit 17.2% for the token-mean variant at 2,518 tokens.",  # wrong quantity
+])
+def test_a_planted_misattribution_fails(sentence, article):
+    assert text_attribution_problems("docs/new.md", f"# A page\n\n{sentence}\n", article)
+
+
+@pytest.mark.parametrize("sentence", [
+    "The article reports 256K rollouts for FlashREINFORCE against 512K for GRPO.",
+    "The article reports 45.3% truncation for the token-mean variant.",
+    "The paper's threshold remains \"an empirical design choice\"; δ = 3e-3 is flashsim's choice.",
+    "Against the article's 2× (flashsim's reading of the 2×) the factor is small.",
+    "The article gives no formula.",
+])
+def test_an_attribution_the_article_and_its_table_hold_passes(sentence, article):
+    assert text_attribution_problems("docs/new.md", f"# A page\n\n{sentence}\n", article) == []
