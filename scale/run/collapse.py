@@ -49,7 +49,7 @@ from flashsim.experiments import (
     markdown_tables,
     to_json,
 )
-from flashsim.experiments.references import Stores, checkout_root, render
+from flashsim.experiments.references import Stores, checkout_root, render_references
 from flashsim.io import atomic_write_text
 from scale.run.claims import TRANSFORMER_EXPERIMENTS
 from scale.run.collapse_rules import COLLAPSE_DROP, COLLAPSE_EVALS, TOOL_COLLAPSE_CALLS
@@ -284,7 +284,7 @@ def write_collapse_section(design: ClaimDesign, out: Path | str, page: Path | st
     atomic_write_text(target / SUMMARY, to_json(summary))
     discussion_path = page.parent / "results" / "discussion" / f"{design.claim}.md"
     stores = Stores(checkout_root(page, "transformer"))
-    discussion = render(discussion_path.read_text(), stores) if discussion_path.exists() else None
+    discussion = render_references(discussion_path.read_text(), stores) if discussion_path.exists() else None
     section = collapse_section(design, summary, fisher, "results", command, discussion)
     text = page.read_text() if page.exists() else ""
     old = section_of(text, design.claim)

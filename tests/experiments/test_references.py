@@ -15,7 +15,7 @@ from flashsim.experiments.references import (
     Stores,
     article_table,
     numbers_outside_references,
-    render,
+    render_references,
     resolve,
 )
 from tests.attributions import MISSING, SEEDS, seed_text, text_attribution_problems
@@ -87,18 +87,19 @@ def test_settings_and_references_are_not_typed_results():
 
 def test_a_cross_page_reference_reads_the_other_pages_store(stores):
     full = json.loads((ROOT / "docs/full-budget/results/C3/summary.json").read_text())["primary"]["ratio"]
-    assert render("{{ full:C3 times }}", stores) == f"{full['mean']:.2f}× [{full['low']:.2f}, {full['high']:.2f}]"
+    expected = f"{full['mean']:.2f}× [{full['low']:.2f}, {full['high']:.2f}]"
+    assert render_references("{{ full:C3 times }}", stores) == expected
 
 
 def test_an_exploratory_verdict_renders_exploratory_with_its_holm_p(stores):
     result = json.loads((ROOT / "docs/results/C3/summary.json").read_text())["comparisons"][0]["by_knob"]["chain_lag0"]
-    text = render("{{ quick:C3@chain_lag0 verdict }}", stores)
+    text = render_references("{{ quick:C3@chain_lag0 verdict }}", stores)
     assert result["exploratory"] and "exploratory, Holm p" in text and result["verdict"] in text
-    assert render("{{ quick:C3 verdict }}", stores) == "smaller than claimed"  # the primary: its final verdict
+    assert render_references("{{ quick:C3 verdict }}", stores) == "smaller than claimed"  # a primary: its final one
 
 
 def test_an_exploratory_decision_that_holm_undoes_says_so(stores):
-    text = render("{{ full:C3@gridworld_lag4 verdict }}", stores)  # rule: smaller than claimed; Holm p 0.026 > 0.025
+    text = render_references("{{ full:C3@gridworld_lag4 verdict }}", stores)  # smaller than claimed; Holm p 0.026
     assert text.startswith("inconclusive after Holm (smaller than claimed before it; exploratory, Holm p")
 
 
@@ -108,7 +109,7 @@ def test_an_exploratory_decision_that_holm_undoes_says_so(stores):
 ])
 def test_a_reference_the_stores_do_not_hold_fails_naming_it(reference, stores):
     with pytest.raises(ValueError, match=r"reference|page|field|article"):
-        render(reference, stores)
+        render_references(reference, stores)
 
 
 def test_every_row_of_the_article_table_stands_where_it_says(article):

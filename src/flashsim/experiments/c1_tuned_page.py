@@ -176,7 +176,7 @@ def results_sentence(summary: dict, link: str = "c1-tuned/results.md") -> str:
             f"before the runs, {edge}), on {c['pairs']} fresh seeds GRPO 32 × 4 (token-mean) needed "
             f"{c['factor']:.2f}× [{c['low']:.2f}, {c['high']:.2f}] FlashREINFORCE's rollouts to reach 0.9 of the "
             f"optimum on ToolGridworld under Adam: {direction_phrase(c['factor'], c['low'], c['high'])}; against "
-            f"the article's 2×, {c['size_verdict']} (verdict: {c['verdict']}).")
+            f"flashsim's reading of the 2×, {c['size_verdict']} (verdict: {c['verdict']}).")
 
 
 def bounded_by_instability(summary: dict) -> list[str]:

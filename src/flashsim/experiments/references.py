@@ -93,13 +93,19 @@ class Stores:
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
+        self._summaries: dict[tuple[str, str], dict] = {}
 
     def stores(self, family: str) -> Path:
         return self.root / page_of(family).path.replace("results.md", "results")
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - one Stores per rendering; the stores do not change meanwhile
     def summary(self, family: str, claim: str) -> dict:
-        """The claim's summary as the page prints it: primaries finalized with Holm over the page's family."""
+        """The claim's summary as the page prints it: primaries finalized with Holm over the page's family (read once
+        per :class:`Stores`: the stores do not change while a page renders)."""
+        if (family, claim) not in self._summaries:
+            self._summaries[family, claim] = self._summary(family, claim)
+        return self._summaries[family, claim]
+
+    def _summary(self, family: str, claim: str) -> dict:
         page, stores = page_of(family), self.stores(family)
         if claim in page.claims:
             return next(s for s in load_family(stores, page.claims, family) if s["claim"] == claim)
@@ -129,7 +135,7 @@ class Stores:
         return json.loads(path.read_text())
 
 
-def render(text: str, stores: Stores) -> str:
+def render_references(text: str, stores: Stores) -> str:
     """``text`` with every ``{{ ... }}`` reference replaced by what the committed stores hold."""
     return REFERENCE.sub(lambda match: resolve(match["body"], stores), text)
 
@@ -179,7 +185,8 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         ratio, mark = result["ratio"], "×" if name == "times" else ""
         if ratio.get("mean") is None or not math.isfinite(ratio["mean"]):
             raise KeyError("ratio")
-        return f"{fmt(ratio['mean'], 2 if digits is None else digits)}{mark} [{fmt(ratio['low'], 2 if digits is None else digits)}, {fmt(ratio['high'], 2 if digits is None else digits)}]"
+        places = 2 if digits is None else digits
+        return f"{fmt(ratio['mean'], places)}{mark} [{fmt(ratio['low'], places)}, {fmt(ratio['high'], places)}]"
     if name == "factor":
         if result.get("factor") is None or not math.isfinite(result["factor"]):
             raise KeyError("factor")
@@ -194,7 +201,8 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         row = next(r for r in stores.rows(family, claim, "means.csv") if
                    (r["knob"], r["arm"], r["metric"]) == (setting, argument, comparison["metric"]))
         places = 3 if digits is None else digits
-        return f"{fmt(float(row['mean']), places)} [{fmt(float(row['low']), places)}, {fmt(float(row['high']), places)}]"
+        low, high = fmt(float(row["low"]), places), fmt(float(row["high"]), places)
+        return f"{fmt(float(row['mean']), places)} [{low}, {high}]"
     raise ValueError(f"reference field must be one of {', '.join(FIELDS)}; got {field!r}")
 
 

@@ -36,7 +36,7 @@ from flashsim.experiments.analysis import (
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.pages import Page, replication_text
 from flashsim.experiments.probes import probe_design, probe_table
-from flashsim.experiments.references import Stores, checkout_root, render
+from flashsim.experiments.references import Stores, checkout_root, render_references
 from flashsim.experiments.run_cell import PROBE_BATCHES, atomic_write_text
 from flashsim.experiments.runner import to_json
 from flashsim.experiments.summaries import (
@@ -320,7 +320,7 @@ def write_report(
     for design, summary, decision in zip(designs, summaries, decisions):
         target = _keep_assets(design.claim, Path(out) / design.claim, assets / design.claim, summary)
         discussion_path = assets / "discussion" / f"{design.claim}.md"
-        discussion = render(discussion_path.read_text(), stores) if discussion_path.exists() else None
+        discussion = render_references(discussion_path.read_text(), stores) if discussion_path.exists() else None
         probes = _probes(design, out, target)
         figures = tuple(name for name in figure_names(design.claim) if (target / name).exists())
         sections.append(claim_section(design, summary, assets.name, discussion, probes, figures, decision))
@@ -349,7 +349,7 @@ def write_report(
     ]
     intro = assets / "discussion" / "intro.md"
     if intro.exists():
-        header += [render(intro.read_text(), stores).strip(), ""]
+        header += [render_references(intro.read_text(), stores).strip(), ""]
     text = "\n".join(header) + "\n" + "\n".join(sections)
     report.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(report, text)
