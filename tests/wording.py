@@ -223,7 +223,8 @@ def _sentence_problem(sentence: str, home: str | None, default: str | None, verd
         sentence = sentence.replace(alias, claim)
     claims = list(dict.fromkeys(CLAIM.findall(sentence))) or ([default] if default else [])
     if not claims:
-        if home is None and not any(word in lower for word in RESULT_CONTEXT):
+        used = [use for use in used if use[0] not in OUTCOME_WORDS | {"reverses"}]  # of a claim only when one is named
+        if not used or home is None and not any(word in lower for word in RESULT_CONTEXT):
             return ""
         return f"verdict word {used[0][0]!r} of no named pre-registered primary (say 'exploratory' or name the claim)"
     named = [family for family, words in FAMILY_WORDS.items() if any(w in lower for w in words)]
