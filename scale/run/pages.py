@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from flashsim.experiments import PAGES, Page, out_dir, page_of, rerender, write_report
+from flashsim.experiments.c1_tuned_page import rerender_tuned_page
 from scale.run.claim_report import REPORT_ABOUT, REPORT_TITLE
 from scale.run.claims import build_transformer_design
 from scale.run.collapse import write_collapse_section
@@ -31,10 +32,12 @@ def rerender_transformer(page: Page, root: Path | str = ".") -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Re-render the named pages (``quick``, ``full``, ``transformer``, ``follow-ups``; default: all four)."""
-    names = (sys.argv[1:] if argv is None else argv) or [page.family for page in PAGES]
+    """Re-render the named pages (``quick``, ``full``, ``transformer``, ``follow-ups``, ``c1-tuned``; default: all)."""
+    names = (sys.argv[1:] if argv is None else argv) or [*(page.family for page in PAGES), "c1-tuned"]
     try:
-        for page in [page_of(name) for name in names]:
+        if "c1-tuned" in names:  # C1 tuned's page, from its committed stores (its own format, not a Page)
+            print(f"re-rendered {rerender_tuned_page()}")
+        for page in [page_of(name) for name in names if name != "c1-tuned"]:
             path = rerender_transformer(page) if page.family == "transformer" else rerender(page)
             print(f"re-rendered {path}")
     except ValueError as error:

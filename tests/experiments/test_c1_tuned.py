@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,3 +194,39 @@ def test_the_generated_sentences_read_the_direction_off_the_interval():
         results_sentence(summary)
     summary["tuned"]["at_edge"] = ["adam/gridworld/grpo"]
     assert "1 arm(s) still at an edge" in results_sentence(summary)
+
+
+def test_the_headline_states_a_direction_only_where_the_interval_decides_one():
+    from flashsim.experiments.c1_tuned_page import headline_sentences
+
+    c = {"factor": 0.94, "low": 0.66, "high": 1.22, "pairs": 20, "dropped_by_arm": 0, "verdict": "inconclusive",
+         "size_verdict": "claimed size rejected"}
+    arms = {"adam/gridworld/flash": {"rate": 0.3}, "adam/gridworld/grpo": {"rate": 0.3}}
+    summary = {"headline": "adam/gridworld/grpo", "comparisons": {"adam/gridworld/grpo": c}, "arms": arms}
+    rows = [{"optimizer": "adam", "env": "gridworld", "arm": arm, "phase": "verdict", "rate": "0.3", "seed": str(seed),
+             "rollouts_to_90": str(value), "censored": "False"}
+            for seed, (flash, grpo) in enumerate([(100, 90), (100, 120), (200, 150)])
+            for arm, value in (("flash", flash), ("grpo", grpo))]
+    head = headline_sentences(summary, rows)[0]
+    assert "neither tuned GRPO (32 × 4, token-mean) nor FlashREINFORCE needed decidedly fewer" in head
+    assert "FlashREINFORCE needed fewer on 1 of 3 seeds, tuned GRPO on 2" in head and "median over seeds 0.90×" in head
+    c.update(factor=0.7, low=0.55, high=0.85, verdict="not supported")
+    assert "tuned GRPO needed fewer rollouts than FlashREINFORCE" in headline_sentences(summary, rows)[0]
+
+
+def test_a_comparison_with_a_pair_censored_in_one_arm_prints_no_size_verdict():
+    from flashsim.experiments.c1_tuned_report import factor_sentence
+
+    c = {"factor": 2.14, "low": 0.66, "high": 3.63, "pairs": 19, "dropped_by_arm": 1, "verdict": "inconclusive",
+         "size_verdict": "consistent with the claimed size"}
+    arms = {"adam/bandit/flash": {"rate": 0.6}, "adam/bandit/grpo_2batch": {"rate": 1.2}}
+    sentence = factor_sentence("adam/bandit/grpo_2batch", c, arms)
+    assert "consistent with the claimed size" not in sentence and "no size verdict" in sentence
+
+
+def test_the_page_rerenders_from_its_committed_stores_byte_for_byte(tmp_path):
+    from flashsim.experiments.c1_tuned_page import rerender_tuned_page
+
+    shutil.copytree(ROOT / "docs/c1-tuned", tmp_path / "c1-tuned")
+    page = rerender_tuned_page(tmp_path / "c1-tuned" / "results.md")
+    assert page.read_text() == (ROOT / "docs/c1-tuned/results.md").read_text()

@@ -199,8 +199,16 @@ def factor_sentence(key: str, c: dict, arms: dict) -> str:
     return (f"{OPT_LABELS[optimizer]}, {ENV_LABELS[env]}: {label} at lr {grpo['rate']:g} needed "
             f"{c['factor']:.2f}× [{c['low']:.2f}, {c['high']:.2f}] the rollouts of FlashREINFORCE at lr "
             f"{flash['rate']:g} to reach 0.9 of the optimum ({c['pairs']} paired seeds, "
-            f"{c['dropped_by_arm']} dropped by one arm): {fewer}; against the article's 2×: "
-            f"**{c['size_verdict']}**; verdict on the direction and size: *{c['verdict']}*.")
+            f"{c['dropped_by_arm']} dropped by one arm): {fewer}; against flashsim's reading of the 2×: "
+            f"{_size_text(c)}; verdict on the direction and size: *{c['verdict']}*.")
+
+
+def _size_text(c: dict) -> str:
+    """The size verdict, or why none is read: a pair censored in one arm leaves the rule undecided (design step 8)."""
+    if c.get("dropped_by_arm"):
+        return (f"no size verdict ({c['dropped_by_arm']} pair(s) censored in one arm: the mean factor leaves them "
+                "out, which the rule does not cover)")
+    return f"**{c['size_verdict']}**"
 
 
 if __name__ == "__main__":  # the command that wrote the page before issue 36 broke the report/page import circle
