@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "demo": "FlashREINFORCE vs GRPO on PromptBandit at lag 0 and lag 8: a table and a plot",
     "train": "run one simulated training run (FlashREINFORCE, GRPO or an ablation) with policy lag",
     "variance": "measure bias and variance of update directions against exact gradients",
+    "lab": "compute the documentation's lab page: learning curves and update quality over lag, δ and batch design",
     "reproduce": "run the paper's claims (C1-C9) as experiments: figures, tables, verdicts",
     "check-loss": "check a loss function against FlashREINFORCE's or GRPO's invariants",
     "conformance": "check-loss on the installed TRL, verl and OpenRLHF losses; writes docs/conformance.md",
