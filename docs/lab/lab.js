@@ -359,8 +359,7 @@
   Lab.prototype.renderTable = function (sides) {
     var self = this, table = element("table", { class: "lab-quality" });
     var head = element("tr");
-    ["at L = " + this.axes.lag[this.state.lagIndex], "cosine to ∇J", "bias ‖E ĝ − ∇J‖", "variance",
-     "accepted"].forEach(function (text) { head.appendChild(element("th", {}, text)); });
+    ["at L = " + this.axes.lag[this.state.lagIndex], "cosine", "bias", "variance", "accepted"].forEach(function (text) { head.appendChild(element("th", {}, text)); });
     table.appendChild(head);
     sides.forEach(function (side) {
       var quality = side.resolved.series ? side.resolved.series.quality : {};
@@ -376,9 +375,11 @@
     this.table.appendChild(table);
     var norm = sides.map(function (side) { return side.resolved.series; }).filter(Boolean)[0];
     if (norm) {
-      this.table.appendChild(element("p", { class: "lab-note" }, "Variance: E‖ĝ − E ĝ‖². ‖∇J‖ = " + scientific(norm.quality.gradient_norm) +
+      this.table.appendChild(element("p", { class: "lab-note" }, "Cosine: of ĝ to ∇J, mean over batches; bias: ‖E ĝ − ∇J‖; variance: E‖ĝ − E ĝ‖²; accepted: the gate's acceptance in " +
+        "these batches. ‖∇J‖ = " + scientific(norm.quality.gradient_norm) +
         " at the fixed policy (" + name(ENV_NAMES, this.state.env) + ", " + this.data.config.quality_steps +
-        " exact-ascent steps from uniform); " + this.data.config.quality_batches + " batches of " +
+        " exact-ascent steps from uniform); " + this.data.config.quality_batches.toLocaleString("en-US") +
+        " batches of " +
         this.data.config.budget + " rollouts per measurement."));
     }
   };
