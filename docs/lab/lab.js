@@ -288,7 +288,7 @@
     if (before.env !== s.env) { parts.push("environment " + name(ENV_NAMES, before.env) + " → " + name(ENV_NAMES, s.env)); }
     if (before.a !== s.a) { parts.push("algorithm " + name(ALGORITHM_NAMES, before.a) + " → " + name(ALGORITHM_NAMES, s.a)); }
     if (before.b !== s.b) { parts.push("comparison " + name(ALGORITHM_NAMES, before.b) + " → " + name(ALGORITHM_NAMES, s.b)); }
-    return parts.length ? parts.join(", ").replace(/^./, function (c) { return c.toUpperCase(); }) + ": " : "";
+    return parts.length ? parts.join(", ").replace(/^[a-z]/, function (c) { return c.toUpperCase(); }) + ": " : "";
   };
 
   Lab.prototype.render = function (before) {

@@ -142,6 +142,11 @@ def test_moving_the_lag_redraws_the_committed_series_and_the_sentence_says_what_
         if success_now != success_then:
             assert f"{success_now} (was {success_then})" in sentence
 
+        first, second = DATA["axes"]["delta"][:2]
+        page.select_option("#lab-delta", second)
+        assert page.text_content("#lab-sentence").startswith(f"δ {first} → {second}: ")  # δ, not Δ
+        assert _plotted(page, "success", "a")[0] == DATA["series"][_key(page, a)]["success"]["mean"]
+
         page.goto((site / "lab" / "index.html").as_uri())  # the built site opened as files
         page.wait_for_selector("#lab-success path.lab-line[data-series=a]")
         assert _plotted(page, "success", "a")[0] == before["a"]["success"]["mean"]
