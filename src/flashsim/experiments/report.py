@@ -123,6 +123,16 @@ def verdict_text(decision: dict) -> str:
     return text
 
 
+def _quoted_from_design(summary: dict, design: ClaimDesign) -> dict:
+    """``summary`` with each comparison's quoted number and its label (``paper``) as the design now words it: the
+    label is the design's, not the run's, so a corrected label reaches the page without a rerun."""
+    words = {(c.metric, c.arm, c.baseline): c.paper for c in design.comparisons}
+    for comparison in summary["comparisons"]:
+        comparison["paper"] = words.get((comparison["metric"], comparison["arm"], comparison["baseline"]),
+                                        comparison.get("paper", ""))
+    return summary
+
+
 def _quoted(comparison: dict) -> str:
     """The quoted number with its source: the article, the reference implementation, or other systems."""
     if comparison["source"] == "none" or not comparison["paper"]:
@@ -313,7 +323,8 @@ def write_report(
     sections = []
     overview = ["| claim | what | quoted (source) | primary comparison | ours (headline) | p (Holm) | verdict "
                 "| mechanism (exploratory comparisons at the headline) |", "|---|---|---|---|---|---|---|---|"]
-    summaries = [json.loads((Path(out) / design.claim / SUMMARY).read_text()) for design in designs]
+    summaries = [_quoted_from_design(json.loads((Path(out) / design.claim / SUMMARY).read_text()), design)
+                 for design in designs]
     decisions = page_verdicts(summaries)
     summaries = [finalized(summary, decision, family, len(summaries))
                  for summary, decision in zip(summaries, decisions)]
