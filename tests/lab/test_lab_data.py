@@ -19,12 +19,26 @@ TINY = LabConfig(envs=("bandit_tiny",), algorithms=("flash_reinforce", "grpo"), 
                  group_sizes=(2,), seeds=2, updates=4, eval_every=2, quality_batches=4, quality_steps=2)
 
 
-def test_a_setting_recomputed_from_scratch_equals_the_committed_data():
+@pytest.mark.slow
+def test_a_cell_recomputed_from_scratch_equals_the_committed_data():
     data = read_data(DATA)
     config = from_dict(LabConfig, data["config"])
     setting = Setting("bandit", "flash_reinforce", config.deltas[0], config.lags[-2], config.group_sizes[-1])
-    curves = [learning_curve(config, setting, seed) for seed in range(config.seeds)]
-    assert series(config, setting, curves, update_quality(config, setting)) == data["series"][setting.key]
+    committed = data["series"][setting.key]
+    curve = learning_curve(config, setting, seed=1)
+    assert curve["success"] == committed["success"]["seeds"][1] and curve["rollouts"] == committed["rollouts"]
+    assert update_quality(config, setting) == committed["quality"]
+
+
+def test_the_committed_means_and_bands_are_those_of_the_committed_seeds():
+    data = read_data(DATA)
+    config = from_dict(LabConfig, data["config"])
+    for setting in settings(config)[::17]:
+        committed = data["series"][setting.key]
+        seeds = committed["success"]["seeds"]
+        curves = [{"rollouts": committed["rollouts"], "success": seed, "acceptance": committed["acceptance"]}
+                  for seed in seeds]
+        assert series(config, setting, curves, committed["quality"]) == committed
 
 
 def test_the_committed_data_holds_every_setting_of_its_grid_and_fits_the_size_budget():

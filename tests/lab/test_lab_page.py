@@ -97,6 +97,7 @@ def _plotted(page, chart: str, side: str) -> tuple[list, str]:
     return __import__("json").loads(line.get_attribute("data-y")), line.get_attribute("d")
 
 
+@pytest.mark.slow  # a browser process and a one-page mkdocs build
 def test_moving_the_lag_redraws_the_committed_series_and_the_sentence_says_what_changed(site, browser):
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
