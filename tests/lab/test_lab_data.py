@@ -10,7 +10,7 @@ import pytest
 from flashsim.cli import main
 from flashsim.config import from_dict
 from flashsim.lab import LabConfig, Setting, lab_data, learning_curve, read_data, run_lab, settings, write_data
-from flashsim.lab.compute import cell_path, series, update_quality
+from flashsim.lab.compute import cell_file, series, update_quality
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "docs" / "lab" / "data.js"
@@ -75,7 +75,7 @@ def test_an_interrupted_run_resumes_to_the_same_data(tmp_path):
     whole = lab_data(TINY, tmp_path / "whole")
     assert run_lab(TINY, tmp_path / "whole") == 0
     setting = settings(TINY)[1]
-    cell_path(tmp_path / "whole", setting, 1).unlink()  # as if killed before this cell was written
+    cell_file(tmp_path / "whole", setting, 1).unlink()  # as if killed before this cell was written
     assert run_lab(TINY, tmp_path / "whole") == 1
     assert lab_data(TINY, tmp_path / "whole") == whole
     write_data(whole, tmp_path / "data.js")

@@ -102,7 +102,7 @@ def update_quality(config: LabConfig, setting: Setting) -> dict[str, float | Non
 # ----------------------------------------------------------------------------- the resumable run
 
 
-def cell_path(out: Path | str, setting: Setting, seed: int | None) -> Path:
+def cell_file(out: Path | str, setting: Setting, seed: int | None) -> Path:
     """``OUT/cells/<key>__s<seed>.json`` (a curve) or ``OUT/cells/<key>__quality.json``."""
     name = setting.key.replace("|", "__") + ("__quality" if seed is None else f"__s{seed}")
     return Path(out) / CELLS / f"{name}.json"
@@ -118,7 +118,7 @@ def _run_and_write(out: str, config: LabConfig, setting: Setting, seed: int | No
 
     torch.set_num_threads(1)  # tiny tensors: one thread per process is fastest
     result = compute_cell(config, setting, seed)
-    atomic_write_text(cell_path(out, setting, seed), json.dumps(result, sort_keys=True) + "\n")
+    atomic_write_text(cell_file(out, setting, seed), json.dumps(result, sort_keys=True) + "\n")
 
 
 def all_cells(config: LabConfig) -> list[tuple[Setting, int | None]]:
@@ -143,7 +143,7 @@ def run_lab(config: LabConfig, out: Path | str, *, jobs: int = 1,
     for stale in (out / CELLS).glob(".*.tmp"):  # a write killed half-way
         stale.unlink(missing_ok=True)
     cells = all_cells(config)
-    pending = [cell for cell in cells if not cell_path(out, *cell).exists()]
+    pending = [cell for cell in cells if not cell_file(out, *cell).exists()]
     done = len(cells) - len(pending)
     if jobs == 1:
         for cell in pending:
@@ -193,7 +193,7 @@ def lab_data(config: LabConfig, out: Path | str) -> dict:
         FileNotFoundError: a cell has not been computed (run :func:`run_lab` first).
     """
     def read(setting: Setting, seed: int | None) -> dict:
-        return json.loads(cell_path(out, setting, seed).read_text())
+        return json.loads(cell_file(out, setting, seed).read_text())
 
     entries = {}
     for setting in settings(config):
