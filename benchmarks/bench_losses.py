@@ -33,7 +33,7 @@ medians. Figures and what they mean: docs/performance.md, "Loss core".
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -63,8 +63,12 @@ def previous_losses(commit: str) -> ModuleType:
     for path in git("ls-tree", "--name-only", commit, "src/flashsim/losses/").split():
         text = git("show", f"{commit}:{path}").replace("flashsim.losses", "flashsim_previous_losses")
         (package / Path(path).name).write_text(text)
-    sys.path.insert(0, str(package.parent))
-    return importlib.import_module("flashsim_previous_losses")
+    spec = importlib.util.spec_from_file_location("flashsim_previous_losses", package / "__init__.py",
+                                                  submodule_search_locations=[str(package)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its own modules import flashsim_previous_losses.<name>
+    spec.loader.exec_module(module)
+    return module
 
 
 def make_batch(batch: int, tokens: int, *, seed: int = 0, group_size: int = 8) -> dict[str, Tensor]:

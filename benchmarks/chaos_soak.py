@@ -61,7 +61,6 @@ import random
 import secrets
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -71,12 +70,67 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from scale.testing import command_line, descendants, environment, free_port, hermetic_ray_environment
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from benchmarks.chaos_report import KINDS, markdown  # noqa: E402
-from tests.ray_env import hermetic_ray_environment  # noqa: E402
-from tests.scale.fleet_drill import command_line, descendants, environment  # noqa: E402
+
+KINDS = ("engine", "learner", "group")
+"""The faults the soak injects: an engine actor, a learner rank, the whole job."""
+
+
+def markdown(report: dict) -> str:
+    """The report as docs/performance.md shows it: one row per fault, then the checks; the sentence is made from
+    the numbers."""
+    c = report["checks"]
+    lines = ["| # | at (s) | kill | update reached | recovered after (s) | time lost (s) |",
+             "|---:|---:|---|---:|---:|---:|"]
+    for i, f in enumerate(report["faults"], 1):
+        rec = "not timed" if f["recovered_s"] is None else f"{f['recovered_s']:.1f}"
+        lost = "" if f.get("lost_s") is None else f"{f['lost_s']:.1f}"
+        lines.append(f"| {i} | {f['t']:.0f} | {f['kind']}{' (escalated)' if f.get('escalated') else ''} | "
+                     f"{f['update']} | {rec} | {lost} |")
+    kinds = {k: sum(f["kind"] == k for f in report["faults"]) for k in KINDS}
+    recovered = sum(f["recovered_s"] is not None for f in report["faults"])
+    verdict = "nothing lost or repeated" if c.get("passed") else "CHECKS FAILED"
+    lines += ["", f"{len(report['faults'])} faults ({', '.join(f'{n} {k}' for k, n in kinds.items())}) in "
+              f"{report['seconds']:.0f} s, {recovered} timed recoveries, {report['attempts']} launches (the first, a "
+              f"resume after each learner or group kill or failed start, the final 2-update resume), "
+              f"{report['leftover_processes_killed']} orphaned "
+              f"processes killed; median {report['median_update_s']:.2f} s per update between faults. "
+              f"Final run: {c.get('updates')} updates, {c.get('trajectories')} trajectories, "
+              f"{c.get('discarded_entries')} ledger entries discarded (updates redone after a resume). "
+              f"{_digests(c)} "
+              f"Replay, {c.get('replay_windows', 0)} windows of at most {c.get('replay_window_updates', '?')} updates "
+              f"between recorded states: max |replayed - recorded| = {c.get('replay_max_abs_diff', float('nan')):.1e} "
+              f"(tolerance {c.get('replay_tolerance', float('nan')):.1e}, reduction-order noise "
+              f"{c.get('replay_rounding_noise', float('nan')):.1e}); "
+              f"last update lost: {c.get('replay_last_update_lost_diff', 0):.1e}, "
+              f"repeated: {c.get('replay_last_update_repeated_diff', 0):.1e} (the smallest over the windows)."
+              f"{_full_replay(c)} Verdict: {verdict}."]
+    return "\n".join(lines)
+
+
+def _digests(c: dict) -> str:
+    """The exact checks in words."""
+    if "digest_chain" not in c:
+        return "Digest checks: not run (the final resume failed)."
+    keys = ("checkpoint_digest", "digest_chain", "resumes_verified", "starts_on_chain", "per_attempt_once")
+    if all(c.get(k) for k in keys) and not c.get("violations"):
+        found = (f"holds updates 1..{c.get('updates')} once each, every resume loaded the state the ledger held "
+                 "and each attempt went on from it")
+    else:
+        found = f"FAILS: {c.get('digest_chain_error') or {k: c.get(k) for k in (*keys, 'violations')}}"
+    return f"State digests (weights, optimizer state, schedule): the chain from the final checkpoint {found}."
+
+
+def _full_replay(c: dict) -> str:
+    """The whole-run replay (``--full-replay``), if it ran: for comparison, not part of the verdict."""
+    f = c.get("full_replay")
+    if not f:
+        return ""
+    return (f" Whole-run replay from the warmed-up weights (the former check, not part of the verdict): "
+            f"max diff {f['max_abs_diff']:.1e}, tolerance {f['tolerance']:.1e} from a one-ulp nudge "
+            f"({f['rounding_noise']:.1e}): {'would pass' if f['matches'] else 'would fail'}.")
 
 SETS = ("model.dtype=float64", "loop.mode=async", "loop.num_workers=2", "learner.parallel=fsdp",
         "data.max_operand=9", "data.num_train=84", "warmup.steps=40", "train.learning_rate=1e-3", "train.batch_size=16",
@@ -131,7 +185,7 @@ class Ledger:
         self.folder, self.attempt = folder, attempt
 
     def write(self, name: str, record: dict) -> None:
-        from flashsim.io import save_checkpoint
+        from flashsim.storage import save_checkpoint
 
         self.folder.mkdir(parents=True, exist_ok=True)
         save_checkpoint(self.folder / name, {"attempt": self.attempt, **record})
@@ -146,18 +200,18 @@ class Ledger:
                                                      "expected": expected, "time": time.time()})
 
     def entries(self) -> list[dict]:
-        from flashsim.io import load_checkpoint
+        from flashsim.storage import load_checkpoint
 
         return [load_checkpoint(p) for p in sorted(self.folder.glob("a*-u*.pt"))]
 
     def starts(self) -> list[dict]:
-        from flashsim.io import load_checkpoint
+        from flashsim.storage import load_checkpoint
 
         return [load_checkpoint(p) for p in sorted(self.folder.glob("a*-start.pt"))]
 
     def snapshots(self) -> list[dict]:
         """The complete snapshots' records, each with its directory as ``path``."""
-        from flashsim.io import load_checkpoint
+        from flashsim.storage import load_checkpoint
 
         return [{**load_checkpoint(p), "path": str(p.with_suffix(""))} for p in sorted(self.folder.glob("snap-*.pt"))]
 
@@ -165,7 +219,7 @@ class Ledger:
         """The digest the ledger holds for the state after ``update``: the latest attempt's (an update's ``after``,
         or the state an attempt started from at that update). Checkpoints only move forward, so the checkpoint a
         resume loads was written by the latest attempt that reached its update."""
-        from flashsim.io import load_checkpoint
+        from flashsim.storage import load_checkpoint
 
         held = [(e["attempt"], e["after"]) for e in map(load_checkpoint, self.folder.glob(f"a*-u{update:07d}.pt"))]
         held += [(s["attempt"], s["digest"]) for s in self.starts() if s["update"] == update]
@@ -254,7 +308,7 @@ def ledgered_trainer(base: type, ledger: Ledger) -> type:
 def worker(folder: Path, argv: list[str]) -> int:
     """One torchrun rank: ``python -m scale train`` with the run's trainer recording in the ledger."""
     import scale.run.trainer as trainer
-    from scale.run.cli import main
+    from scale.cli import main
 
     trainer.Trainer = ledgered_trainer(trainer.Trainer, Ledger(folder, int(os.environ.get(ATTEMPT, "0"))))
     return main(argv)
@@ -287,12 +341,6 @@ def _progress(out: Path, attempt: int) -> int:
     return max((int(path.stem.split("-u")[1]) for path in names), default=-1)
 
 
-def _free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
 def _checkpoint_version(out: Path) -> int | None:
     import torch
 
@@ -304,7 +352,7 @@ _TOKENS: dict[str, str] = {}
 
 
 def ray_environment(ray_tmp: str) -> dict[str, str]:
-    """The environment of this soak's cluster and of its attempts (:func:`tests.ray_env.hermetic_ray_environment`):
+    """The environment of this soak's cluster and of its attempts (:func:`scale.testing.hermetic_ray_environment`):
     the cluster's temp dir, no ``RAY_ADDRESS``, and one authentication token per cluster, so that every attempt
     presents the token its cluster was started with."""
     return hermetic_ray_environment(ray_tmp, _TOKENS.setdefault(ray_tmp, secrets.token_hex(32)))
@@ -315,7 +363,7 @@ def start_cluster(ray_tmp: str, tries: int = 5) -> None:
     env = ray_environment(ray_tmp)
     ray = str(Path(sys.executable).with_name("ray"))
     for _ in range(tries):
-        done = subprocess.run([ray, "start", "--head", "--port", _free_port(), "--num-cpus", "4",
+        done = subprocess.run([ray, "start", "--head", "--port", free_port(), "--num-cpus", "4",
                                "--include-dashboard=false", "--disable-usage-stats"], env=env, capture_output=True,
                               text=True, timeout=600)
         if done.returncode == 0:
@@ -364,7 +412,7 @@ class Run:
         self.attempt += 1
         resume = _checkpoint_version(self.out) is not None
         command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-                   "--master-port", _free_port(), str(Path(__file__).resolve()), "worker", str(self.out / LEDGER),
+                   "--master-port", free_port(), str(Path(__file__).resolve()), "worker", str(self.out / LEDGER),
                    "--", "train", "--config", "tiny_cpu", "--out", str(self.out),
                    *[x for s in (*self.sets, *extra) for x in ("--set", s)], *(["--resume"] if resume else [])]
         env = {**ray_environment(self.ray_tmp), ATTEMPT: str(self.attempt),

@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
+from scale.testing import engine_actor_pids
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from tests.scale.fleet_drill import engine_actor_pids  # noqa: E402
 
 
 def rows(out: Path) -> list[dict]:

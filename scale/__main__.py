@@ -1,7 +1,7 @@
-"""``python -m scale``: see :mod:`scale.run.cli`."""
+"""``python -m scale``: see :mod:`scale.cli`."""
 
 import sys
 
-from scale.run.cli import main
+from scale.cli import main
 
 sys.exit(main())

@@ -16,11 +16,11 @@ import tempfile
 import pytest
 import torch
 
-from tests.ray_env import RAY_KEYS, hermetic_ray_environment
+from scale.testing import RAY_KEYS, hermetic_ray_environment
 
 
 def pytest_configure(config):
-    """Ray is hermetic in every test process (:mod:`tests.ray_env`): a temp dir of this process's own (inherited
+    """Ray is hermetic in every test process (:mod:`scale.testing`): a temp dir of this process's own (inherited
     by the runs the tests start), no ``$RAY_ADDRESS``, and a token of its own. Set here, before collection, because
     Ray reads these settings once, when it is imported, and in CI other tests import it first (TRL imports vLLM and
     Ray whenever they are installed): set later, the driver ran without a token against a cluster that wanted one.

@@ -217,7 +217,7 @@ def _flashsim_variance() -> Case:
 
 def _scale_train() -> Case:
     from flashsim.config import to_dict
-    from scale.run.cli import main
+    from scale.cli import main
     from scale.run.config import Config
 
     base = {"model": {"hidden_size": 16, "num_layers": 1, "num_heads": 2, "intermediate_size": 32},

@@ -13,32 +13,43 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 _LAYERS = ("flashsim.losses", "flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
-           "flashsim.experiments", "flashsim.lab", "flashsim.cli", "flashsim.testing")
+           "flashsim.experiments", "flashsim.studies", "flashsim.lab", "flashsim.cli", "flashsim.testing")
 
 # For each layer: the project modules it must never import (prefix match on dotted names), less those of ALLOWED.
 FORBIDDEN = {
     # losses/ stands on its own: nothing of flashsim outside losses/ (ALLOWED), no env, no numpy.
     "src/flashsim/losses": ("flashsim", "toy_envs", "scale", "numpy", "gymnasium"),
     # toy_envs stands alone as a gymnasium package: of flashsim it imports only the foundation validator.
-    "toy_envs": _LAYERS + ("flashsim.config", "flashsim.io", "scale", "torch"),
+    "toy_envs": _LAYERS + ("flashsim.config", "flashsim.outputs", "flashsim.storage", "scale", "torch"),
     # Foundation modules that every layer (and scale) may use: they import no flashsim layer.
     # validation.py re-exports the argument checks of flashsim.losses.checks (standard library only at import;
     # test_validation_imports_no_torch checks that in a fresh process) and imports no other flashsim module.
     "src/flashsim/validation.py": ("flashsim", "toy_envs", "scale", "numpy"),
-    "src/flashsim/config.py": _LAYERS + ("flashsim.io", "toy_envs", "scale", "torch", "numpy"),
-    "src/flashsim/io.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale"),
-    "src/flashsim/policies.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
-    "src/flashsim/exact.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.cli", "scale"),
-    "src/flashsim/sim": ("flashsim.variance", "flashsim.experiments", "flashsim.lab", "flashsim.cli", "scale"),
-    "src/flashsim/variance": ("flashsim.lab", "flashsim.cli", "scale"),
-    "src/flashsim/experiments": ("flashsim.cli", "scale"),
+    "src/flashsim/config.py": _LAYERS + ("flashsim.outputs", "flashsim.storage", "toy_envs", "scale", "torch",
+                                         "numpy"),
+    # The run directory stands on the file seam (atomic writes, checkpoints), which stands on nothing of flashsim.
+    "src/flashsim/outputs.py": _LAYERS + ("flashsim.config", "flashsim.validation", "toy_envs", "scale"),
+    "src/flashsim/storage.py": _LAYERS + ("flashsim.outputs", "flashsim.config", "flashsim.validation", "toy_envs",
+                                          "scale"),
+    # The table of moved module names is imported by flashsim/__init__.py: the standard library only.
+    "src/flashsim/moved.py": ("flashsim", "toy_envs", "scale", "numpy", "torch"),
+    "src/flashsim/policies.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.studies",
+                                 "flashsim.cli", "scale"),
+    "src/flashsim/exact.py": ("flashsim.sim", "flashsim.variance", "flashsim.experiments", "flashsim.studies",
+                              "flashsim.cli", "scale"),
+    "src/flashsim/sim": ("flashsim.variance", "flashsim.experiments", "flashsim.studies", "flashsim.lab",
+                         "flashsim.cli", "scale"),
+    "src/flashsim/variance": ("flashsim.experiments", "flashsim.studies", "flashsim.lab", "flashsim.cli", "scale"),
+    # The machinery of experiments never imports a study; the studies import the machinery, never the CLI.
+    "src/flashsim/experiments": ("flashsim.studies", "flashsim.cli", "scale"),
+    "src/flashsim/studies": ("flashsim.cli", "scale"),
     # The lab page's numbers come from the simulator and the variance measures, not from the claims' experiments.
-    "src/flashsim/lab": ("flashsim.experiments", "flashsim.cli", "scale"),
+    "src/flashsim/lab": ("flashsim.experiments", "flashsim.studies", "flashsim.cli", "scale"),
     "src/flashsim": ("scale",),
     # The framework integrations build on the loss core alone (the conformance adapters import them, not back).
     "src/flashsim/integrations": ("flashsim.policies", "flashsim.exact", "flashsim.sim", "flashsim.variance",
                                   "flashsim.experiments", "flashsim.cli", "flashsim.testing", "toy_envs", "scale"),
-    # scale/run/claims.py reuses the claims machinery (flashsim.experiments: designs, cell runner, summaries);
+    # scale/studies/claims.py reuses the claims machinery (flashsim.experiments: designs, cell runner, summaries);
     # tests/scale/test_scale_contract.py checks that scale imports only names flashsim.experiments exports.
     "scale": ("flashsim.sim", "flashsim.variance", "flashsim.cli", "flashsim.exact", "flashsim.policies", "toy_envs"),
 }
@@ -99,7 +110,7 @@ def test_layer_imports_nothing_from_the_layers_above_it(layer):
 
 
 @pytest.mark.parametrize("statement", [
-    "from flashsim.io import atomic_write_text",
+    "from flashsim.storage import atomic_write_text",
     "import flashsim.config",
     "from flashsim.testing import check_loss",
     "from flashsim import validation",
@@ -188,3 +199,46 @@ def test_the_circle_check_finds_a_circle_through_a_function_level_import(tmp_pat
     (package / "a.py").write_text("from flashsim.b import g\n\ndef f():\n    return g()\n")
     (package / "b.py").write_text("def g():\n    from flashsim.a import f  # hidden in a function\n    return f\n")
     assert import_circles(tmp_path) == [["src/flashsim/a.py", "src/flashsim/b.py"]]
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """``path imports module._name`` for each import of another project module's private name (one underscore)."""
+    found = []
+    for path in [p for layer in ("src/flashsim", "scale", "toy_envs", "benchmarks") for p in python_files(layer, root)]:
+        for module, names in import_statements(path, root):
+            if module.split(".")[0] in ("flashsim", "scale", "toy_envs", "tests", "benchmarks"):
+                found += [f"{path.relative_to(root)} imports {module}.{name}" for name in names
+                          if name.startswith("_") and not name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert private_imports() == []
+
+
+def test_the_private_name_check_finds_one(tmp_path):
+    package = tmp_path / "src" / "flashsim"
+    package.mkdir(parents=True)
+    (package / "a.py").write_text("from flashsim.b import _helper\n")
+    assert private_imports(tmp_path) == ["src/flashsim/a.py imports flashsim.b._helper"]
+
+
+def test_benchmarks_import_nothing_from_tests():
+    found = [f"{path.relative_to(ROOT)} imports {name}" for path in python_files("benchmarks")
+             for name in imported_modules(path) if name == "tests" or name.startswith("tests.")]
+    assert found == []
+
+
+@pytest.mark.parametrize(("command", "new"), [
+    (["-c", "import flashsim.io"], "flashsim.outputs"),
+    (["-c", "from flashsim.experiments import DESIGNS"], "flashsim.studies.DESIGNS"),
+    (["-m", "flashsim.experiments.c1_tuned_page", "--help"], "flashsim.studies.c1_tuned.page"),
+    (["-m", "scale.run.pages"], "scale.studies.pages"),
+])
+def test_an_old_module_name_fails_with_one_line_naming_the_new_one(command, new):
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, *command], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert result.returncode == 1
+    assert f"moved: use {new}" in result.stderr.strip().splitlines()[-1]

@@ -14,14 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from flashsim.io import (
-    MetricsWriter,
-    RunDirectory,
-    atomic_write_text,
-    load_checkpoint,
-    read_metrics,
-    save_checkpoint,
-)
+from flashsim.outputs import MetricsWriter, RunDirectory, read_metrics
+from flashsim.storage import atomic_write_text, load_checkpoint, save_checkpoint
 
 
 def test_rows_round_trip_with_nan_as_an_empty_cell_and_null(tmp_path):
@@ -66,7 +60,7 @@ def test_atomic_write_replaces_whole_files_and_leaves_nothing_behind_on_failure(
     target = tmp_path / "summary.json"
     atomic_write_text(target, "old")
     with pytest.raises(ZeroDivisionError):
-        from flashsim.io import atomic_write
+        from flashsim.storage import atomic_write
 
         atomic_write(target, lambda file: (file.write(b"half"), 1 / 0))
     assert target.read_text() == "old"

@@ -127,7 +127,7 @@ def test_scale_train_refuses_a_bad_loss_option_before_the_warmup(tmp_path):
 
 def test_reproduce_refuses_a_claim_with_a_bad_loss_option_before_it_writes(tmp_path, monkeypatch):
     from flashsim.cli import main, reproduce
-    from flashsim.experiments import build_design
+    from flashsim.studies import build_design
 
     def broken(name, profile, seeds):
         design = build_design(name, profile, seeds)

@@ -128,8 +128,8 @@ def test_what_is_not_a_second_definition(second):
 def test_a_protocol_name_is_allowed_only_in_its_modules():
     configure = "def configure(parser):\n    pass\n"
     assert clashes({"src/flashsim/cli/train.py": configure, "src/flashsim/cli/variance.py": configure}) == {}
-    assert clashes({"src/flashsim/cli/train.py": configure, "scale/run/cli.py": configure}) == {
-        "configure": ["scale/run/cli.py", "src/flashsim/cli/train.py"]}
+    assert clashes({"src/flashsim/cli/train.py": configure, "scale/cli.py": configure}) == {
+        "configure": ["scale/cli.py", "src/flashsim/cli/train.py"]}
 
 
 # ----------------------------------------------------------------------------- config keys

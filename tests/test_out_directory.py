@@ -31,7 +31,7 @@ def test_flashsim_commands_refuse_an_empty_out_with_exit_status_2(command, out, 
 @pytest.mark.parametrize("command", SCALE_COMMANDS, ids=lambda c: c[0])
 def test_scale_commands_refuse_an_empty_out(command, tmp_path, monkeypatch, capsys):
     pytest.importorskip("yaml")
-    from scale.run.cli import main as scale_main
+    from scale.cli import main as scale_main
 
     monkeypatch.chdir(tmp_path)
     if command == ["train"]:  # --out is log.out: the config refuses it, naming the key (exit status 2)

@@ -25,12 +25,13 @@ import math
 import os
 import random
 import resource
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from scale.testing import free_port
 
 SIZES = {"cuda": {"hidden_size": 256, "num_layers": 4, "num_heads": 8, "intermediate_size": 1024, "batch": 64,
                   "updates": 5, "max_new_tokens": 32},
@@ -62,9 +63,7 @@ def train_scale(out: Path, device: str) -> None:
     import torch
 
     ranks = torch.cuda.device_count() if device == "cuda" else 2
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
+    port = free_port()
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ranks),
                "--master-port", port, "-m", "scale", "train", "--config", "tiny_cpu", "--model", str(out / "model"),
                "--out", str(out / "scale"), *[x for s in _scale_sets(device) for x in ("--set", s)]]

@@ -19,8 +19,8 @@ from typing import Any
 
 import flashsim.config as configs
 from flashsim.config import FORMER, check_directory
-from flashsim.io import LOGGERS
 from flashsim.losses import LOSSES, check_loss_options
+from flashsim.outputs import LOGGERS
 from flashsim.validation import check_choice, check_divisible, check_int, check_probability, check_real, check_str
 from scale.learner.sharding import PARALLEL
 from scale.rollouts.rewards import ON_ERROR as ON_REWARD_ERROR

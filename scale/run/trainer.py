@@ -2,9 +2,9 @@
 
 :class:`Trainer` takes the parts :func:`scale.run.build.build` makes from a :class:`Config` and runs
 them; only this module (and the CLI) writes files or seeds anything. The run directory is flashsim's
-(:class:`flashsim.io.RunDirectory`, the simulator's too): ``config.yaml``, ``metrics.csv`` /
+(:class:`flashsim.outputs.RunDirectory`, the simulator's too): ``config.yaml``, ``metrics.csv`` /
 ``metrics.jsonl`` (columns :data:`COLUMNS`), ``checkpoint/state.pt``, ``summary.json``, ``curves.png``
-(:data:`SCALE_PANELS`, drawn by the simulator's :func:`flashsim.io.plot_curves` at the end, and at evaluations
+(:data:`SCALE_PANELS`, drawn by the simulator's :func:`flashsim.outputs.plot_curves` at the end, and at evaluations
 at most every ``log.curves_every_s``; ``log.curves: false`` turns it off) and,
 with ``log.logger: tensorboard``, TensorBoard event files. With ``learner.parallel: fsdp`` the model and
 optimizer are saved apart, every rank its shard, as the ``torch.distributed.checkpoint`` directory
@@ -33,7 +33,7 @@ import torch
 import yaml
 
 from flashsim.config import to_dict
-from flashsim.io import SUMMARY, CurvePanel, ProgressBar, RunDirectory, plot_curves, read_metrics
+from flashsim.outputs import SUMMARY, CurvePanel, ProgressBar, RunDirectory, plot_curves, read_metrics
 from scale.learner.digest import state_digest
 from scale.learner.distributed import broadcast_batch, broadcast_parameters, rank, shard, world_size
 from scale.learner.sharding import load_sharded, save_sharded

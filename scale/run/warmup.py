@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from flashsim.io import load_checkpoint, save_checkpoint
+from flashsim.storage import load_checkpoint, save_checkpoint
 from flashsim.validation import check_int, check_real
 from scale.learner.learner import pack, policy_log_probs
 from scale.rollouts.prompts import PromptExample

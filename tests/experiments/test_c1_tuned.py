@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from flashsim.experiments import c1_tuned as design
-from flashsim.experiments.c1_tuned_report import compare, tuned_size_verdict
+from flashsim.studies.c1_tuned import rule as design
+from flashsim.studies.c1_tuned.report import compare, tuned_size_verdict
 
 NAN = math.nan
 
@@ -107,7 +107,7 @@ def test_size_verdicts():
 
 @pytest.mark.parametrize("bad", ["25:00", "0050"])
 def test_a_malformed_stop_time_exits_2_naming_the_flag(bad, capsys):
-    from flashsim.experiments.c1_tuned_run import main
+    from flashsim.studies.c1_tuned.run import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["--out", "unused", "--stop-starting", bad])
@@ -124,7 +124,7 @@ def test_a_stop_time_before_noon_is_the_next_mornings_for_an_evening_run():
 
 _TINY = """
 import sys
-from flashsim.experiments.c1_tuned_run import Plan, run_tuned_stages
+from flashsim.studies.c1_tuned.run import Plan, run_tuned_stages
 plan = Plan(stages=(("adam", "bandit", ("flash", "grpo")),), cap_rollouts=3840, pilot_seeds={"adam": (3800,)},
             verdict_seeds={"adam": 2}, stop_starting=None)
 run_tuned_stages(sys.argv[1], plan)
@@ -167,7 +167,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_results_page_quotes_the_sentence_generated_from_the_committed_summary():
-    from flashsim.experiments.c1_tuned_page import results_sentence
+    from flashsim.studies.c1_tuned.page import results_sentence
 
     summary = json.loads((ROOT / "docs/c1-tuned/results/summary.json").read_text())
     sentence = results_sentence(summary)
@@ -181,7 +181,7 @@ def test_the_results_page_quotes_the_sentence_generated_from_the_committed_summa
 
 
 def test_the_generated_sentences_read_the_direction_off_the_interval():
-    from flashsim.experiments.c1_tuned_page import results_sentence
+    from flashsim.studies.c1_tuned.page import results_sentence
 
     c = {"factor": 0.7, "low": 0.55, "high": 0.85, "pairs": 20, "size_verdict": "claimed size rejected",
          "verdict": "not supported"}
@@ -197,7 +197,7 @@ def test_the_generated_sentences_read_the_direction_off_the_interval():
 
 
 def test_the_headline_states_a_direction_only_where_the_interval_decides_one():
-    from flashsim.experiments.c1_tuned_page import headline_sentences
+    from flashsim.studies.c1_tuned.page import headline_sentences
 
     c = {"factor": 0.94, "low": 0.66, "high": 1.22, "pairs": 20, "dropped_by_arm": 0, "verdict": "inconclusive",
          "size_verdict": "claimed size rejected"}
@@ -215,7 +215,7 @@ def test_the_headline_states_a_direction_only_where_the_interval_decides_one():
 
 
 def test_a_comparison_with_a_pair_censored_in_one_arm_prints_no_size_verdict():
-    from flashsim.experiments.c1_tuned_report import factor_sentence
+    from flashsim.studies.c1_tuned.report import factor_sentence
 
     c = {"factor": 2.14, "low": 0.66, "high": 3.63, "pairs": 19, "dropped_by_arm": 1, "verdict": "inconclusive",
          "size_verdict": "consistent with the claimed size"}
@@ -225,7 +225,7 @@ def test_a_comparison_with_a_pair_censored_in_one_arm_prints_no_size_verdict():
 
 
 def test_the_page_rerenders_from_its_committed_stores_byte_for_byte(tmp_path):
-    from flashsim.experiments.c1_tuned_page import rerender_tuned_page
+    from flashsim.studies.c1_tuned.page import rerender_tuned_page
 
     shutil.copytree(ROOT / "docs/c1-tuned", tmp_path / "c1-tuned")
     page = rerender_tuned_page(tmp_path / "c1-tuned" / "results.md")

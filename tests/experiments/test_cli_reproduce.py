@@ -103,8 +103,8 @@ def test_bad_arguments_exit_with_status_2_and_say_why(argv, message, tmp_path, c
 
 def test_cells_of_the_former_format_are_refused_and_left_as_they_are(tmp_path, capsys):
     from flashsim.cli import main
-    from flashsim.experiments import build_design
     from flashsim.experiments.runner import cell_path
+    from flashsim.studies import build_design
 
     path = cell_path(tmp_path, build_design("C4", "smoke").cells()[0])
     path.parent.mkdir(parents=True)

@@ -4,18 +4,17 @@ import pytest
 
 from flashsim.config import from_dict, to_dict
 from flashsim.experiments import (
-    CLAIMS,
     PROFILES,
     Arm,
     ClaimDesign,
     Comparison,
     KnobValue,
     Panel,
-    build_design,
     with_overrides,
 )
 from flashsim.experiments.run_cell import CELL_METRICS
 from flashsim.sim.config import AsyncWorkers, TrainConfig, env_timing
+from flashsim.studies import CLAIMS, build_design
 
 
 def small_design(**changes):
@@ -193,9 +192,9 @@ def test_c9_sets_the_tool_error_rate_of_the_gridworld_and_compares_tool_calls_fi
 
 
 def test_verdict_seeds_avoid_the_pilots_seeds():
-    from flashsim.experiments import EXPERIMENTS
-    from flashsim.experiments.follow_ups import C1_SIZE_PILOT_SEEDS
     from flashsim.experiments.profiles import PILOT_SEEDS
+    from flashsim.studies import EXPERIMENTS
+    from flashsim.studies.follow_ups import C1_SIZE_PILOT_SEEDS
 
     for claim in CLAIMS:
         for profile in ("quick", "full"):
@@ -206,7 +205,7 @@ def test_verdict_seeds_avoid_the_pilots_seeds():
 
 
 def test_follow_up_experiments_build_by_name_and_stay_out_of_the_claims():
-    from flashsim.experiments import DESIGNS, EXPERIMENTS
+    from flashsim.studies import DESIGNS, EXPERIMENTS
 
     assert not set(EXPERIMENTS) & set(CLAIMS)
     assert [name for name in DESIGNS if DESIGNS[name].follow_up] == list(EXPERIMENTS)

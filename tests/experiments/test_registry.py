@@ -14,17 +14,14 @@ import torch
 
 from flashsim.cli import main
 from flashsim.experiments import (
-    CLAIMS,
-    DESIGNS,
-    EXPERIMENTS,
     Arm,
     ClaimDesign,
     Comparison,
     KnobValue,
     Registry,
-    build_design,
 )
 from flashsim.experiments.profiles import base, pick, profile_seeds
+from flashsim.studies import CLAIMS, DESIGNS, EXPERIMENTS, build_design
 
 THROWAWAY = "Cthrowaway"
 

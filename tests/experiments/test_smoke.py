@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from flashsim.experiments import CLAIMS, build_design, figure_names, run_sweep, write_outputs
+from flashsim.experiments import figure_names, run_sweep, write_outputs
 from flashsim.experiments.verdict import VERDICTS
+from flashsim.studies import CLAIMS, build_design
 
 
 @pytest.mark.slow

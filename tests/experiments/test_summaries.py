@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from flashsim.experiments.pages import PAGES, page_of
-from flashsim.experiments.report import rerender
 from flashsim.experiments.summaries import claim_sentence, decide_page, finalized, size_verdict
+from flashsim.studies import rerender
 from tests.attributions import attribution_problems, seed_text, text_attribution_problems
 from tests.wording import committed_verdicts, text_problems, verdict_word_problems
 
@@ -55,12 +55,12 @@ def test_a_toy_page_rerenders_from_its_committed_stores_byte_for_byte(family, tm
     page = page_of(family)
     rerender(page, root)
     assert (root / page.path).read_text() == (ROOT / page.path).read_text(), \
-        f"{page.path} differs from its stores: run python -m scale.run.pages"
+        f"{page.path} differs from its stores: run python -m scale.studies.pages"
 
 
 def test_the_transformer_page_rerenders_from_its_committed_stores_byte_for_byte(tmp_path):
     root = _copy_checkout(tmp_path)
-    from scale.run.pages import rerender_transformer
+    from scale.studies.pages import rerender_transformer
 
     page = page_of("transformer")
     rerender_transformer(page, root)

@@ -4,7 +4,6 @@ advantages −1.5…1.5 instead of −3.5…−0.5). A subprocess: the process g
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 import torch
 
 from flashsim.losses import batch_centered
+from scale.testing import free_port
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,9 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_baseline_is_the_mean_over_every_process(tmp_path):
     pytest.importorskip("trl")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
+    port = free_port()
     path = os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",

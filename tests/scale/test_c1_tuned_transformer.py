@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from scale.run import c1_tuned  # noqa: E402
+from scale.studies import c1_tuned  # noqa: E402
 
 
 def _cell(out, arm, k, seed, auc, collapse=0.0):

@@ -13,10 +13,10 @@ import pytest
 
 from flashsim.experiments.analysis import load_cells, write_summary
 from flashsim.experiments.runner import cell_path, cell_record, to_json
-from flashsim.io import atomic_write_text
-from scale.run.cells import TRANSFORMER_CELL_METRICS
-from scale.run.claims import C2_COLLAPSE_SEEDS, TRANSFORMER_CLAIMS, build_transformer_design, c2_collapse_design
-from scale.run.collapse import (
+from flashsim.storage import atomic_write_text
+from scale.studies.cells import TRANSFORMER_CELL_METRICS
+from scale.studies.claims import C2_COLLAPSE_SEEDS, TRANSFORMER_CLAIMS, build_transformer_design, c2_collapse_design
+from scale.studies.collapse import (
     fisher_tests,
     section_begin,
     section_end,
@@ -25,7 +25,7 @@ from scale.run.collapse import (
     write_collapse_outputs,
     write_collapse_section,
 )
-from scale.run.collapse_rules import collapsed
+from scale.studies.collapse_rules import collapsed
 
 FALLEN = [0.10, 0.30, 0.20, 0.20]  # peak 0.30, then 0.10 below it at each of the last two evaluations
 STEADY = [0.10, 0.20, 0.25, 0.30]
@@ -107,7 +107,7 @@ def test_the_section_lands_on_the_page_once_and_is_replaced_on_a_rerun(finished,
 def test_rewriting_the_five_claims_page_keeps_the_collapse_section(finished, tmp_path):
     import argparse
 
-    from scale.run.cli import _write_pages
+    from scale.cli import _write_pages
 
     design, out = finished
     write_summary(design, out, TRANSFORMER_CELL_METRICS)

@@ -14,9 +14,9 @@ import pytest
 from flashsim.config import to_dict
 from flashsim.experiments.analysis import load_cells, write_summary
 from flashsim.experiments.runner import cell_path, cell_record, to_json
-from flashsim.io import atomic_write_text
-from scale.run.cells import TRANSFORMER_CELL_METRICS
-from scale.run.claims import (
+from flashsim.storage import atomic_write_text
+from scale.studies.cells import TRANSFORMER_CELL_METRICS
+from scale.studies.claims import (
     C2_COLLAPSE_SEEDS,
     C9_COLLAPSE_SEEDS,
     C9_COLLAPSE_TASK,
@@ -25,8 +25,8 @@ from scale.run.claims import (
     build_transformer_design,
     c9_collapse_design,
 )
-from scale.run.collapse import fisher_tests, section_begin, section_of, write_collapse_outputs
-from scale.run.collapse_rules import collapsed, tool_collapsed
+from scale.studies.collapse import fisher_tests, section_begin, section_of, write_collapse_outputs
+from scale.studies.collapse_rules import collapsed, tool_collapsed
 
 KEPT = [0.25, 0.60, 0.80, 0.90]
 ABANDONED = [0.25, 0.30, 0.04, 0.00]  # below 0.05 calls at each of the last two evaluations
@@ -93,7 +93,7 @@ def test_fisher_counts_grpos_abandoned_tools_against_flash_reinforces_and_is_not
 
 
 def test_both_experiments_keep_their_sections_when_either_or_the_claims_page_is_rewritten(finished, tmp_path):
-    from scale.run.cli import _write_pages
+    from scale.cli import _write_pages
 
     design, out = finished
     write_summary(design, out, TRANSFORMER_CELL_METRICS)

@@ -4,7 +4,7 @@ refused when tampered with."""
 import pytest
 import torch
 
-from flashsim.io import RunDirectory
+from flashsim.outputs import RunDirectory
 from scale.run.trainer import CHECKPOINT, COLUMNS
 from tests.test_io import _Evil
 

@@ -12,7 +12,7 @@ pytest.importorskip("yaml")
 
 import torch  # noqa: E402
 
-from scale.run.cli import main  # noqa: E402
+from scale.cli import main  # noqa: E402
 from scale.run.config import load_config  # noqa: E402
 from scale.run.trainer import Trainer  # noqa: E402
 from tests.event_files import raw_scalars  # noqa: E402
@@ -121,7 +121,7 @@ def test_resume_continues_exactly_as_the_uninterrupted_run(tmp_path, extra):
 @pytest.mark.slow
 def test_a_checkpoint_whose_optimizer_state_does_not_belong_to_its_weights_is_refused(tmp_path):
     """The checkpoint records the digest of the state it holds (scale.learner.digest); a resume recomputes it."""
-    from flashsim.io import load_checkpoint, save_checkpoint
+    from flashsim.storage import load_checkpoint, save_checkpoint
 
     def config(updates):
         return load_config(ROOT / "scale/configs/tiny_cpu.yaml",

@@ -2,7 +2,6 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,15 +12,11 @@ pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
 from scale.learner.distributed import shard  # noqa: E402
+from scale.testing import free_port  # noqa: E402
 
 WORKER = Path(__file__).with_name("data_parallel_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def _free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 @pytest.mark.slow
@@ -72,7 +67,7 @@ def test_training_with_two_data_parallel_learners_matches_one_learner(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     runs = {}
     for name, launcher in (("one", []), ("two", ["-m", "torch.distributed.run", "--nnodes", "1",
-                                                  "--nproc-per-node", "2", "--master-port", _free_port()])):
+                                                  "--nproc-per-node", "2", "--master-port", free_port()])):
         curves = ["log.curves=false"] if name == "one" else []  # curves.png: drawn by the torchrun run (rank 0)
         command = [sys.executable, *launcher, "-m", "scale", "train", "--config", "tiny_cpu",
                    "--out", str(tmp_path / name), *[x for s in sets + curves for x in ("--set", s)]]

@@ -20,7 +20,7 @@ def test_the_transformers_engine_is_the_default_and_vllm_is_selectable():
 
 
 def test_the_engine_flag_reaches_the_config(capsys):
-    from scale.run.cli import main
+    from scale.cli import main
 
     assert main(["train", "--config", "tiny_cpu", "--engine", "sglang"]) == 2
     assert "rollout.engine must be one of" in capsys.readouterr().err
@@ -35,7 +35,7 @@ def test_ray_placement_is_refused_for_the_synchronous_loop():
 
 def test_the_ray_address_flag_reaches_the_config():
     from flashsim.config import flag_assignments
-    from scale.run.cli import _parser
+    from scale.cli import _parser
     from scale.run.config import load_config
 
     args = _parser().parse_args(["train", "--ray-address", "ray://head:10001", "--loop.placement", "ray"])
@@ -44,7 +44,7 @@ def test_the_ray_address_flag_reaches_the_config():
 
 
 def test_an_empty_ray_address_is_refused(capsys):
-    from scale.run.cli import main
+    from scale.cli import main
 
     assert main(["train", "--ray-address", ""]) == 2
     assert "loop.ray_address must be a non-empty address or null" in capsys.readouterr().err

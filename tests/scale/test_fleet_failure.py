@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from tests.scale.fleet_drill import FAIL_FILE, engine_actor_pids  # noqa: E402
+from scale.testing import engine_actor_pids  # noqa: E402
+from tests.scale.fleet_drill import FAIL_FILE  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -65,11 +66,11 @@ def _stops_loudly(process: subprocess.Popen, out: Path, args: list[str], started
 
 
 def _resume_writes_each_row_once(out: Path, args: list[str]) -> None:
-    """``python -m scale train ARGS --resume`` run here (``scale.run.cli.main``, what ``python -m scale`` calls):
+    """``python -m scale train ARGS --resume`` run here (``scale.cli.main``, what ``python -m scale`` calls):
     the process boundary is the stopped run's, not the resume's, and a second interpreter cost ~4 s."""
     import torch
 
-    from scale.run.cli import main
+    from scale.cli import main
 
     saved = torch.load(out / "checkpoint" / "state.pt", weights_only=True)["version"]
     assert saved < UPDATES

@@ -4,13 +4,14 @@ resume after SIGKILL with each metrics row once, and a resume onto one rank."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from scale.testing import free_port
 
 pytest.importorskip("transformers")
 
@@ -23,15 +24,10 @@ SETS = ["loop.mode=sync", "warmup.steps=10", "train.batch_size=16", "data.num_te
 ``test_data_parallel.py``)."""
 
 
-def _free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
 
 def _command(out: Path, ranks: int, *sets: str, resume: bool = False) -> list[str]:
     launcher = ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(ranks),
-                "--master-port", _free_port()] if ranks > 1 else []
+                "--master-port", free_port()] if ranks > 1 else []
     command = [sys.executable, *launcher, "-m", "scale", "train", "--config", "tiny_cpu", "--out", str(out)]
     return command + ["--resume"] * resume + [x for s in (*SETS, *sets) for x in ("--set", s)]
 

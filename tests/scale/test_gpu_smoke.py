@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from scale.testing import free_port
+
 pytest.importorskip("transformers")
 pytest.importorskip("trl")
 pytestmark = pytest.mark.slow
@@ -48,15 +50,12 @@ def test_one_torchrun_rank_joins_a_group_of_one_only_for_the_fsdp_learner(monkey
     """The smoke's single-GPU case: under ``torchrun --nproc-per-node 1`` (WORLD_SIZE=1) ``learner.parallel: fsdp``
     joins a process group of one rank, so the FSDP2 learner shards (scale/run/build.py passes ``single_rank``); a
     DDP learner stays one plain process, as before."""
-    import socket
 
     import torch.distributed as dist
 
     from scale.learner.distributed import init_from_environment, world_size
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = str(probe.getsockname()[1])
+    port = free_port()
     for key, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                        "MASTER_PORT": port}.items():
         monkeypatch.setenv(key, value)

@@ -89,7 +89,7 @@ def test_your_own_demonstrations_warm_up_your_model_which_then_trains_with_your_
     """The warm-up runs through ``main()`` in this process (``python -m scale warmup`` starts in a subprocess in the
     error cases below); the training run, which imports the reward file from the working directory, in a
     subprocess as a user runs it."""
-    from scale.run.cli import main
+    from scale.cli import main
 
     monkeypatch.chdir(workdir)
     assert main(["warmup", "--model", "my_model", "--data", "demos.jsonl", "--out", "my_model_sft", "--steps", "40",
@@ -187,7 +187,7 @@ def test_a_mistyped_input_stops_python_m_scale_with_one_line_exit_status_2_and_n
 @pytest.mark.parametrize("case", sorted(set(BAD_INPUTS) - set(SUBPROCESS_CASES)))
 def test_a_mistyped_input_stops_main_with_one_line_exit_status_2_and_nothing_written(
         workdir, lines_file, tmp_path, case, capsys, monkeypatch):
-    from scale.run.cli import main
+    from scale.cli import main
 
     monkeypatch.chdir(workdir)
     arguments, message = _arguments(case, lines_file, tmp_path / "out")
@@ -212,7 +212,7 @@ def test_a_reward_loads_from_a_file_path_or_an_importable_module_name(tmp_path, 
 
 def test_grpo_without_a_group_size_states_the_registrys_in_the_start_line_and_an_explicit_one_as_set():
     from flashsim.losses import LOSSES
-    from scale.run.cli import start_line
+    from scale.cli import start_line
     from scale.run.config import load_config
 
     default = start_line(load_config(None, ["train.loss=grpo"]))

@@ -88,7 +88,7 @@ def _train(own_model, out, engine: str, *extra: str, in_process: bool = False) -
                  "--loop.trajectories-per-call", "8", "--loop.queue-size", "8", "--no-eval.greedy",
                  "--no-log.progress", "--no-log.curves", "--out", str(out), *extra]
     if in_process:
-        from scale.run.cli import main
+        from scale.cli import main
 
         assert main(arguments) == 0
     else:

@@ -9,9 +9,9 @@ tokenizers = pytest.importorskip("tokenizers")
 
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 
+from scale.cli import main  # noqa: E402
 from scale.learner.model import build_tiny_model  # noqa: E402
 from scale.rollouts.tokenizer import HFTokenizer  # noqa: E402
-from scale.run.cli import main  # noqa: E402
 
 
 def _character_tokenizer() -> PreTrainedTokenizerFast:

@@ -4,7 +4,6 @@ message naming the failed rank; ``--resume`` continues and writes each update ro
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from tests.scale.fleet_drill import descendants, environment  # noqa: E402
+from scale.testing import descendants, environment, free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -24,11 +23,6 @@ EXIT_BOUND_S = 60.0
 """From the kill to torchrun's exit; the surviving rank's collectives time out after
 ``train.process_group_timeout_s`` (set to 30 s here) if torchrun did not stop it first."""
 
-
-def _free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def _rows(out: Path) -> list[dict]:
@@ -45,7 +39,7 @@ def test_a_killed_learner_rank_stops_the_job_within_the_bound_and_resume_complet
 
     def command() -> list[str]:
         return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-                "--master-port", _free_port(), "-m", "scale", "train", "--config", "tiny_cpu",
+                "--master-port", free_port(), "-m", "scale", "train", "--config", "tiny_cpu",
                 *[x for s in sets for x in ("--set", s)]]
 
     process = subprocess.Popen(command(), cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,

@@ -6,7 +6,6 @@ the dead address when the test's timeout killed it (notes/i41.md)."""
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -14,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from scale.testing import free_port
 
 pytest.importorskip("transformers")
 
@@ -32,9 +33,7 @@ def test_no_address_means_a_local_cluster_and_an_address_is_passed_on():
 
 
 def _dead_address() -> str:
-    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"  # a port that was free a moment ago: nothing listens there
 
 
 @pytest.mark.slow

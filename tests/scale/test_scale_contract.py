@@ -25,13 +25,16 @@ def _imported_modules(path):
             yield node.module
 
 
-PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.io", "flashsim.validation", "flashsim.experiments",
-          "flashsim.integrations.trl")
+PUBLIC = ("flashsim.losses", "flashsim.config", "flashsim.outputs", "flashsim.storage", "flashsim.validation",
+          "flashsim.experiments", "flashsim.studies", "flashsim.studies.c1_tuned", "flashsim.studies.c1_tuned.page",
+          "flashsim.integrations.trl", "flashsim.moved")
 """flashsim's public modules for scale: the losses, and the one config mechanism, output path (curves.png
-included) and checks; and the claims machinery (designs and their registry, the resumable cell runner, summaries, the
-verdict rule with its level and Holm's adjustment, the results page), which the transformer claims
-(``scale/run/claims.py``, ``scale/run/collapse.py``) reuse through what ``flashsim.experiments`` exports; and the TRL
-integration, which the smoke test ``scale/examples/gpu_smoke.py`` runs."""
+included), file seam (atomic writes, checkpoints) and checks; the claims machinery (designs and their registry, the
+resumable cell runner, summaries, the verdict rule with its level and Holm's adjustment, the results page), which the
+transformer studies (``scale/studies/``) reuse through what ``flashsim.experiments`` exports; of the simulator's
+studies, the pages (``rerender``, C1 tuned's page) and C1 tuned's rule and tuning loop, which
+``scale/studies/c1_tuned.py`` applies to the transformer; the TRL integration, which the smoke test
+``scale/examples/gpu_smoke.py`` runs; and the table of moved module names, to which scale adds its own."""
 
 
 def test_scale_imports_flashsim_only_through_its_public_modules():
@@ -67,8 +70,11 @@ def test_docstring_examples_run(name):
     assert result.failed == 0
 
 
-WINGS = {"rollouts": ("scale.learner", "scale.run"), "learner": ("scale.run",)}
-"""What each wing must not import: rollouts are the bottom, the learner consumes them, the run builds both."""
+WINGS = {"rollouts": ("scale.learner", "scale.run", "scale.studies", "scale.cli"),
+         "learner": ("scale.run", "scale.studies", "scale.cli"), "run": ("scale.studies", "scale.cli"),
+         "studies": ("scale.cli",)}
+"""What each wing must not import: rollouts are the bottom, the learner consumes them, the run builds both, the
+studies run training runs; ``scale/cli.py`` (``python -m scale``) sits above them all."""
 
 
 @pytest.mark.parametrize("wing", sorted(WINGS))

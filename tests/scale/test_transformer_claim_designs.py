@@ -1,4 +1,4 @@
-"""The transformer claims' designs (``scale/run/claims.py``), without training: the seeds pair the arms, the
+"""The transformer claims' designs (``scale/studies/claims.py``), without training: the seeds pair the arms, the
 arms differ only in what the claim is about, and a config several claims run is the same text (run once)."""
 
 import dataclasses
@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("yaml")
 
 from flashsim.config import to_dict  # noqa: E402
-from scale.run.claims import (  # noqa: E402
+from scale.studies.claims import (  # noqa: E402
     C2_LAG,
     C3_MAX_NEW_TOKENS,
     TRANSFORMER_CLAIMS,
@@ -83,7 +83,7 @@ def test_the_flash_reinforce_runs_of_c1_c4_and_c9_are_one_config_so_they_run_onc
 
 def test_every_arm_that_sets_a_group_size_takes_its_loss_from_the_registry_and_grpo_says_g_4(designs):
     from flashsim.losses import LOSSES
-    from scale.run.claims import C1_GRPO_GROUP_SIZE
+    from scale.studies.claims import C1_GRPO_GROUP_SIZE
 
     assert C1_GRPO_GROUP_SIZE == 4 != LOSSES["grpo"].group_size  # the claims' G is their own, written in the arm
     for claim in ("C1", "C9"):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from flashsim.experiments.verdict import VERDICTS
-from scale.run.claims import CLAIM_SEEDS_FROM
+from scale.studies.claims import CLAIM_SEEDS_FROM
 
 pytest.importorskip("transformers")
 

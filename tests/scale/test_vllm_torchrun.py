@@ -9,13 +9,14 @@ its own and is killed with its whole process group (torchrun, both ranks, the en
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from scale.testing import free_port
 
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
@@ -37,15 +38,10 @@ def vllm_installed():
     pytest.importorskip("vllm")
 
 
-def _free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
 
 def _command(out: Path, *sets: str, resume: bool = False) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", "2",
-            "--master-port", _free_port(), "-m", "scale", "train", "--config", "tiny_cpu", "--out", str(out),
+            "--master-port", free_port(), "-m", "scale", "train", "--config", "tiny_cpu", "--out", str(out),
             *["--resume"] * resume, *[x for s in (*SETS, *sets) for x in ("--set", s)]]
 
 

@@ -139,8 +139,8 @@ def test_event_loop_runs_are_deterministic_per_seed():
 def test_checkpoints_name_every_state_class_as_they_did_before_the_modules_were_renamed():
     # A checkpoint stores module.Class for each state object; a class that moves keeps its old name
     # (checkpoint_name), so checkpoints written before the move still load and runs write the same bytes.
-    from flashsim.io import _name
     from flashsim.sim.simulation import STATE_TYPES
+    from flashsim.storage import _name
 
     assert sorted(_name(cls) for cls in STATE_TYPES) == sorted([
         "flashsim.sim.simulation.SimulationState", "flashsim.sim.simulation.LearnerState",

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from flashsim.config import directory_argument
-from flashsim.io import plot_curves
+from flashsim.outputs import plot_curves
 from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, build_tables, optimal_success, train
 from flashsim.testing.conventions import ALGORITHMS
 

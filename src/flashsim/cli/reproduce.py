@@ -19,10 +19,11 @@ from pathlib import Path
 import torch
 
 from flashsim.config import directory_argument
-from flashsim.experiments import DESIGNS, build_design, run_sweep, write_outputs, write_report
+from flashsim.experiments import run_sweep, write_outputs, write_report
 from flashsim.experiments.probes import probe_design
 from flashsim.experiments.report import FOLLOW_UP_ABOUT, FOLLOW_UP_TITLE
 from flashsim.experiments.run_cell import probe_cell
+from flashsim.studies import DESIGNS, build_design
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

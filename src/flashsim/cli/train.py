@@ -20,10 +20,11 @@ from pathlib import Path
 import torch
 
 from flashsim.config import add_flags, directory_argument, field_docs, flag_assignments, load
-from flashsim.io import LOGGERS, jsonable
 from flashsim.losses.registry import LOSSES
+from flashsim.outputs import LOGGERS
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
 from flashsim.sim.simulation import CHECKPOINT, load_state, train
+from flashsim.storage import jsonable
 
 _NAMES = {"algorithm.learning_rate": ("--lr", "--learning-rate")}
 _WORKER_ONLY = ("max_queued", "crash_prob", "restart_time")

@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from flashsim.config import add_flags, directory_argument, flag_assignments, load, to_dict
-from flashsim.io import atomic_write_text
 from flashsim.losses import DEFAULT_DELTA
+from flashsim.storage import atomic_write_text
 from flashsim.variance.plots import plot_metrics, plot_split
 from flashsim.variance.sweep import SweepConfig, measure_sweep
 

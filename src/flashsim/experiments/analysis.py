@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from flashsim.experiments.design import ClaimDesign
-from flashsim.experiments.run_cell import CELL_METRICS, atomic_write_text
+from flashsim.experiments.run_cell import CELL_METRICS
 from flashsim.experiments.runner import read_cell, to_json
 from flashsim.experiments.verdict import (
     CEILINGS,
@@ -31,6 +31,7 @@ from flashsim.experiments.verdict import (
     mean_interval,
     paired_verdict,
 )
+from flashsim.storage import atomic_write_text
 
 SUMMARY, TABLE, MEANS, PER_SEED = "summary.json", "table.md", "means.csv", "per_seed.csv"
 FACTOR_FLOOR = 1e-9

@@ -1,10 +1,10 @@
-"""Every results page, and the replication summary across them (``python -m scale.run.pages`` writes all four).
+"""Every results page, and the replication summary across them (``python -m scale.studies.pages`` writes all four).
 
 Each results page (the quick toy page ``docs/results.md``, the full-budget toy page, the transformer page and the
 follow-ups page) is written by :func:`~flashsim.experiments.report.write_report` from its claims' ``summary.json``
 files. Those files, the figures, ``per_seed.csv``, the probe tables (``probes.md``) and the collapse tests'
 ``fisher.json`` are committed beside each page under ``results/<claim>/``, so every page can be written again
-without its run: :func:`flashsim.experiments.report.rerender` reads the committed stores and writes the page,
+without its run: :func:`flashsim.studies.rerender` reads the committed stores and writes the page,
 the generated summaries (:mod:`flashsim.experiments.summaries`) included, with the same numbers. Use it after
 changing a discussion, the report's code or a design's prose; a new run writes its page with
 ``flashsim reproduce ... --report``.

@@ -19,8 +19,8 @@ import numpy as np
 
 from flashsim.experiments.analysis import load_cells
 from flashsim.experiments.design import ClaimDesign, Panel
-from flashsim.experiments.run_cell import atomic_write
 from flashsim.experiments.verdict import mean_interval
+from flashsim.storage import atomic_write
 
 MAX_PANELS = 8
 TICK_WIDTH = 24

@@ -1,7 +1,7 @@
 """Budgets and seeds of the simulator's experiments: the three profiles, each profile's seeds, the base run.
 
-Every toy design (the claims of :mod:`~flashsim.experiments.claims`, the follow-ups of
-:mod:`~flashsim.experiments.follow_ups`, a claim of your own) is built at one of :data:`PROFILES`:
+Every toy design (the claims of :mod:`~flashsim.studies.claims`, the follow-ups of
+:mod:`~flashsim.studies.follow_ups`, a claim of your own) is built at one of :data:`PROFILES`:
 ``smoke`` runs each claim in seconds (2 seeds from 0; CI), ``quick`` is ``flashsim reproduce --quick``
 (10 seeds from 10), ``full`` has 20 fresh seeds from 1100. A builder picks its sizes per profile with
 :func:`pick`, its seeds with :func:`profile_seeds` and its shared settings with :func:`base`.

@@ -1,33 +1,17 @@
-"""The registry of experiments: one row per claim or follow-up, name → builder of its :class:`ClaimDesign`.
+"""Registries of experiments: one :class:`Registered` row per claim or follow-up, name → builder of its
+:class:`~flashsim.experiments.design.ClaimDesign`.
 
 Every experiment of the project is a :class:`~flashsim.experiments.design.ClaimDesign` made by a builder, and
 every builder is one :class:`Registered` row of a :class:`Registry`: the simulator's claims and follow-ups in
-:data:`DESIGNS` (``builder(profile)``, run by ``flashsim reproduce``), the transformer's in
-``scale.run.claims.TRANSFORMER_DESIGNS`` (``builder(base_config)``, run by ``python -m scale reproduce``). What
-the commands used to decide from a claim's name is a field: of the row whether it is a follow-up (run by name
-only, never in ``all``, on a page of its own), of the design whether it is probed
+:data:`flashsim.studies.DESIGNS` (``builder(profile)``, run by ``flashsim reproduce``), the transformer's in
+``scale.studies.claims.TRANSFORMER_DESIGNS`` (``builder(base_config)``, run by ``python -m scale reproduce``).
+What the commands used to decide from a claim's name is a field: of the row whether it is a follow-up (run by
+name only, never in ``all``, on a page of its own), of the design whether it is probed
 (:attr:`~flashsim.experiments.design.ClaimDesign.probed`) and what its curves are drawn against
 (:attr:`~flashsim.experiments.design.ClaimDesign.time_axis`).
 
-Adding a claim is one builder (a function of the profile, in a file of its own or beside the others in
-:mod:`~flashsim.experiments.claims`) and one row in :data:`DESIGNS`'s table below, or, from code outside
-flashsim, the same row through :meth:`Registry.register`:
-
->>> from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue
->>> from flashsim.experiments.profiles import base, pick, profile_seeds
->>> def my_claim(profile: str) -> ClaimDesign:
-...     return ClaimDesign(
-...         claim="Cmine", title="token-mean vs sample-mean on the bandit", paper="", question="",
-...         base=base(env="bandit", updates=pick(profile, 2, 50, 100)),
-...         arms=(Arm("sample_mean", "sample-mean", {"algorithm.loss": "flash_reinforce"}),
-...               Arm("token_mean", "token-mean", {"algorithm.loss": "token_mean"})),
-...         knob_name="env", knob=(KnobValue("bandit", "bandit"),),
-...         comparisons=(Comparison("auc", "sample_mean", "token_mean", source="none"),),
-...         headline="bandit", seeds=profile_seeds(profile), profile=profile)
->>> row = DESIGNS.register("Cmine", my_claim)
->>> build_design("Cmine", "smoke").seeds, "Cmine" in CLAIMS
-((0, 1), True)
->>> DESIGNS.unregister("Cmine")
+This module is machinery: it holds no study. The tables themselves live with the studies
+(:mod:`flashsim.studies.registry`, ``scale.studies.claims``).
 """
 
 from __future__ import annotations
@@ -35,19 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from flashsim.experiments.claims import (
-    c1_budget,
-    c2_gates,
-    c3_aggregation,
-    c4_signed,
-    c5_fresh,
-    c6_breadth,
-    c7_async,
-    c8_stability,
-    c9_tool_collapse,
-)
 from flashsim.experiments.design import ClaimDesign
-from flashsim.experiments.follow_ups import c1_mechanism, c1_size, c1_size_pilot
 
 
 @dataclass(frozen=True)
@@ -137,39 +109,4 @@ class _Builders(Mapping[str, Callable[..., ClaimDesign]]):
         return len(self._registry.names(follow_up=self._follow_up))
 
 
-DESIGNS = Registry([
-    Registered("C1", c1_budget),
-    Registered("C2", c2_gates),
-    Registered("C3", c3_aggregation),
-    Registered("C4", c4_signed),
-    Registered("C5", c5_fresh),
-    Registered("C6", c6_breadth),
-    Registered("C7", c7_async),
-    Registered("C8", c8_stability),
-    Registered("C9", c9_tool_collapse),
-    Registered("C1size_pilot", c1_size_pilot, follow_up=True),
-    Registered("C1size", c1_size, follow_up=True),
-    Registered("C1mech", c1_mechanism, follow_up=True),
-])
-"""The simulator's experiments (``flashsim reproduce NAME``): the paper's claims C1–C9, then the follow-ups
-(issue 30)."""
-CLAIMS: Mapping[str, Callable[[str], ClaimDesign]] = DESIGNS.builders(follow_up=False)
-"""Claim id → builder (``builder(profile)``) of the claims ``flashsim reproduce all`` runs (a live view of
-:data:`DESIGNS`)."""
-EXPERIMENTS: Mapping[str, Callable[[str], ClaimDesign]] = DESIGNS.builders(follow_up=True)
-"""Follow-up name → builder: runnable as ``flashsim reproduce NAME``, not part of ``all`` (a live view)."""
-
-
-def build_design(claim: str, profile: str = "quick", seeds: int | None = None) -> ClaimDesign:
-    """The design of ``claim`` at ``profile``, with ``seeds`` seeds from the design's first (default: the design's
-    own, the profile's number for a claim).
-
-    >>> design = build_design("C4", "smoke")
-    >>> [arm.name for arm in design.arms], design.headline, len(design.cells())
-    (['signed', 'positive_only', 'signed_token_sum', 'positive_only_token_sum'], 'gridworld', 8)
-    """
-    design = DESIGNS.build(claim, profile)
-    return design if seeds is None else design.with_seed_count(seeds)
-
-
-__all__ = ["CLAIMS", "DESIGNS", "EXPERIMENTS", "Registered", "Registry", "build_design"]
+__all__ = ["Registered", "Registry"]

@@ -2,8 +2,7 @@
 
 This is the only module of :mod:`flashsim.experiments` that *runs* the simulator (designs only build
 its configs). It uses the simulator's public API — ``Simulation(config).step()`` and ``.evaluate()`` —
-and :mod:`flashsim.exact` for the final policy's exact statistics, and re-exports :mod:`flashsim.io`'s
-atomic file writers and ``jsonable`` (one implementation of each).
+and :mod:`flashsim.exact` for the final policy's exact statistics.
 
 A cell's result is plain JSON: ``metrics`` (the scalars of :data:`CELL_METRICS`) and ``curve`` (the
 learning curve at the exact-evaluation points). It holds nothing that depends on the machine (no wall
@@ -17,12 +16,12 @@ import math
 import numpy as np
 
 from flashsim import exact
-from flashsim.io import atomic_write, atomic_write_text, jsonable
 from flashsim.sim import FixedLag, Simulation, TrainConfig
+from flashsim.storage import jsonable
 from flashsim.variance import measure_gradient
 
 __all__ = [
-    "CELL_METRICS", "PROBE_METRICS", "area_under_curve", "atomic_write", "atomic_write_text", "drawdown", "jsonable",
+    "CELL_METRICS", "PROBE_METRICS", "area_under_curve", "drawdown",
     "probe_cell", "probe_points", "rollouts_to", "run_cell",
 ]
 

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from flashsim.config import to_dict
 from flashsim.experiments.design import Cell, ClaimDesign
-from flashsim.experiments.run_cell import atomic_write_text, jsonable, run_cell
+from flashsim.experiments.run_cell import run_cell
 from flashsim.sim.config import TrainConfig
+from flashsim.storage import atomic_write_text, jsonable
 from flashsim.validation import check_int
 
 CELLS, DESIGN = "cells", "design.json"

@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from flashsim.config import to_dict
-from flashsim.io import atomic_write_text
 from flashsim.lab.grid import LabConfig, Setting, delta_label, is_gated, settings
 from flashsim.policies import make_policy
 from flashsim.sim import AlgorithmConfig, FixedLag, Simulation, TrainConfig, build_tables
+from flashsim.storage import atomic_write_text
 from flashsim.validation import check_int
 from flashsim.variance import measure_gradient
 from flashsim.variance.lag import lagged_policies

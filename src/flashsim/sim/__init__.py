@@ -14,7 +14,7 @@ Modules, one job each:
   same kind of source;
 - :mod:`~flashsim.sim.simulation` — one run, update by update, with metrics; the learner (optimizer
   steps through the loss registry); :func:`train`, the run with outputs, checkpoints, resume, progress
-  (the run directory and ``curves.png``: :mod:`flashsim.io`).
+  (the run directory and ``curves.png``: :mod:`flashsim.outputs`).
 
 Example:
     >>> from flashsim.sim import AlgorithmConfig, FixedLag, TrainConfig, train

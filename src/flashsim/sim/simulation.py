@@ -43,7 +43,7 @@ define what an algorithm is).
 
 The run (:func:`train`, what ``flashsim train`` calls) advances a :class:`Simulation` to its update
 budget. With an output directory it writes, through flashsim's one run shell
-(:class:`flashsim.io.RunDirectory`), ``config.json``, metrics row by row, a checkpoint every
+(:class:`flashsim.outputs.RunDirectory`), ``config.json``, metrics row by row, a checkpoint every
 ``checkpoint_every`` updates and at the end, ``summary.json``, and then ``curves.png``.
 ``resume=True`` continues from the directory's checkpoint and produces exactly the files an
 uninterrupted run would have produced.
@@ -66,8 +66,8 @@ from torch import Tensor
 
 from flashsim import exact
 from flashsim.config import from_dict, to_dict
-from flashsim.io import SUMMARY, ProgressBar, RunDirectory, load_checkpoint, plot_curves, read_metrics
 from flashsim.losses.registry import LOSSES
+from flashsim.outputs import SUMMARY, ProgressBar, RunDirectory, plot_curves, read_metrics
 from flashsim.policies import make_policy
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, FixedLag, RandomLag, TrainConfig, make_env, timing_of
 from flashsim.sim.events import EventLoop, EventLoopState, TrajectoryStore
@@ -83,6 +83,7 @@ from flashsim.sim.rollouts import (
     SnapshotStoreState,
     TrajectoryArrays,
 )
+from flashsim.storage import load_checkpoint
 
 #: Collections of B episodes behind one Monte Carlo success estimate (envs without exact tables).
 MONTE_CARLO_COLLECTIONS = 8
@@ -450,7 +451,7 @@ STATE_TYPES = (
     SimulationState, LearnerState, CollectedBatch, Batch, PreparedBatch, TrajectoryArrays, EventLoopState,
     LaggedSourceState, LedgerState, Ledger, SnapshotStoreState, Snapshot, SimClock, TrajectoryStore,
 )
-"""Classes of the simulator's own state objects that its checkpoints may hold (see :mod:`flashsim.io`);
+"""Classes of the simulator's own state objects that its checkpoints may hold (see :mod:`flashsim.storage`);
 the config is stored as plain data and read back strictly by :func:`flashsim.config.from_dict`."""
 
 
@@ -476,7 +477,7 @@ def train(
         progress: show a tqdm progress bar on stderr.
         plot: write ``curves.png`` at the end.
         logger: ``"tensorboard"``: also write TensorBoard event files into ``out_dir`` (see
-            :class:`flashsim.io.RunDirectory`); None: only the metrics files.
+            :class:`flashsim.outputs.RunDirectory`); None: only the metrics files.
 
     Raises:
         FileExistsError: ``out_dir`` already holds a run and ``resume`` is False.
@@ -518,7 +519,7 @@ def load_state(path: Path | str) -> dict[str, Any]:
     """A run's checkpoint: ``{"simulation": Simulation.state_dict(), "offsets": (csv, jsonl bytes), "event_lengths":
     {event file: bytes}}``.
 
-    Loaded with ``torch.load(weights_only=True)`` (:func:`flashsim.io.load_checkpoint`); the config is
+    Loaded with ``torch.load(weights_only=True)`` (:func:`flashsim.storage.load_checkpoint`); the config is
     rebuilt from plain data by :func:`flashsim.config.from_dict`, so it is checked like a config file.
     """
     return _checked(load_checkpoint(path, types=STATE_TYPES), path)

@@ -1,12 +1,12 @@
 """The driver of C1 at each arm's own best learning rate (issue 38): pilot grids extended by the committed rule,
 then the verdict seeds, one cell at a time, each written atomically; a rerun resumes where a kill left it.
 
-``python -m flashsim.experiments.c1_tuned_run --out runs/c1-tuned`` runs the whole protocol of
-:mod:`flashsim.experiments.c1_tuned`. A cell is one (optimizer, env, arm, grid exponent, seed): a simulated run that
+``python -m flashsim.studies.c1_tuned.run --out runs/c1-tuned`` runs the whole protocol of
+:mod:`flashsim.studies.c1_tuned.rule`. A cell is one (optimizer, env, arm, grid exponent, seed): a simulated run that
 stops when its exact train success first reaches the level (rollouts to the level do not depend on later updates)
 or at the cap (censored). Its result is ``cells/<optimizer>/<env>/<arm>/k<exponent>_s<seed>.json``; an existing
 file is never run again, so a SIGKILL loses at most the cell in flight. Which rates run is decided from the cells on
-disk by :func:`~flashsim.experiments.c1_tuned.next_exponents`, never by hand.
+disk by :func:`~flashsim.studies.c1_tuned.rule.next_exponents`, never by hand.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ import torch
 
 from flashsim import exact
 from flashsim.config import directory_argument
-from flashsim.experiments import c1_tuned as design
-from flashsim.experiments.claims import _base
 from flashsim.experiments.design import with_overrides
-from flashsim.experiments.run_cell import atomic_write_text, rollouts_to
+from flashsim.experiments.profiles import base
+from flashsim.experiments.run_cell import rollouts_to
 from flashsim.sim import Simulation
+from flashsim.storage import atomic_write_text
+from flashsim.studies.c1_tuned import rule as design
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Plan:
 def tuned_cell_config(optimizer: str, env: str, arm: str, exponent: int, seed: int, cap_rollouts: int):
     """The resolved ``TrainConfig`` of one cell."""
     _, overrides = design.TUNED_ARMS[arm]
-    config = with_overrides(_base(env=env, eval_every=1), overrides, {
+    config = with_overrides(base(env=env, eval_every=1), overrides, {
         "algorithm.optimizer": optimizer, "algorithm.learning_rate": design.tuned_rate(optimizer, exponent),
         "seed": seed})
     return with_overrides(config, {"updates": max(1, cap_rollouts // config.algorithm.batch_size)})
@@ -77,13 +78,14 @@ def run_to_level(config, level: float = design.THRESHOLD) -> dict[str, object]:
 
 
 def tuned_cell_path(out: Path, optimizer: str, env: str, arm: str, exponent: int, seed: int) -> Path:
-    return Path(out) / "cells" / optimizer / env / arm / f"k{exponent}_s{seed}.json"
+    return design.rate_cell_path(Path(out) / "cells" / optimizer / env / arm, exponent, seed)
 
 
 def run_tuned_cells(out: Path, optimizer: str, env: str, arm: str, exponent: int, seeds: Sequence[int], plan: Plan,
-              pilot: bool = False) -> None:
+              pilot: bool = False) -> bool:
     """Run every missing cell of one rate, atomically, in seed order; a ``pilot`` rate stops once it is
-    ineligible (:func:`~flashsim.experiments.c1_tuned.settled_ineligible`: more seeds cannot change that)."""
+    ineligible (:func:`~flashsim.studies.c1_tuned.rule.settled_ineligible`: more seeds cannot change that).
+    Returns True (the toy driver has no stop time inside a stage)."""
     for seed in seeds:
         path = tuned_cell_path(out, optimizer, env, arm, exponent, seed)
         if path.exists():
@@ -91,7 +93,7 @@ def run_tuned_cells(out: Path, optimizer: str, env: str, arm: str, exponent: int
         done = [read_tuned_cell(tuned_cell_path(out, optimizer, env, arm, exponent, s)) for s in seeds
                 if tuned_cell_path(out, optimizer, env, arm, exponent, s).exists()]
         if pilot and design.settled_ineligible(done, len(seeds)):
-            return
+            return True
         config = tuned_cell_config(optimizer, env, arm, exponent, seed, plan.cap_rollouts)
         result = run_to_level(config)
         record = {"optimizer": optimizer, "env": env, "arm": arm, "exponent": exponent,
@@ -100,6 +102,7 @@ def run_tuned_cells(out: Path, optimizer: str, env: str, arm: str, exponent: int
         atomic_write_text(path, json.dumps(record, sort_keys=True) + "\n")
         print(f"{optimizer} {env} {arm} lr {record['rate']:g} seed {seed}: "
               f"{'censored' if result['censored'] else round(result['rollouts_to'])}", flush=True)
+    return True
 
 
 def read_tuned_cell(path: Path) -> float:
@@ -109,34 +112,20 @@ def read_tuned_cell(path: Path) -> float:
 
 
 def tuned_pilot_grid(out: Path, optimizer: str, env: str, arm: str, seeds: Sequence[int]) -> dict[int, list[float]]:
-    """The pilot cells on disk: exponent → rollouts per pilot seed (rates whose every seed has run, or whose seeds
-    run so far already make them ineligible)."""
-    folder = Path(out) / "cells" / optimizer / env / arm
-    exponents = {int(p.name[1:].split("_s")[0]) for p in folder.glob("k*_s*.json")} if folder.exists() else set()
-    grid = {}
-    for k in sorted(exponents):
-        paths = [tuned_cell_path(out, optimizer, env, arm, k, s) for s in seeds]
-        values = [read_tuned_cell(p) for p in paths if p.exists()]
-        if len(values) == len(seeds) or design.settled_ineligible(values, len(seeds)):
-            grid[k] = values
-    return grid
+    """The pilot cells on disk: exponent → rollouts per pilot seed
+    (:func:`~flashsim.studies.c1_tuned.rule.pilot_grid`)."""
+    return design.pilot_grid(Path(out) / "cells" / optimizer / env / arm, seeds, read_tuned_cell)
 
 
 def tune_arm(out: Path, optimizer: str, env: str, arm: str, plan: Plan) -> tuple[str, int | None]:
-    """Apply the committed rule until the arm's best rate is interior (or the side is exhausted).
+    """The committed tuning loop (:func:`~flashsim.studies.c1_tuned.rule.tune`) on one arm's pilot.
 
     Returns the status (``interior``, ``at edge``) and the best exponent (None if no rate is eligible).
     """
     seeds = plan.pilot_seeds[optimizer]
-    for k in design.TUNED_START_EXPONENTS:
-        run_tuned_cells(out, optimizer, env, arm, k, seeds, plan, pilot=True)
-    while True:
-        grid = tuned_pilot_grid(out, optimizer, env, arm, seeds)
-        status, new = design.next_exponents(grid)
-        if status != "extend":
-            return status, design.best_rate(grid)
-        for k in new:
-            run_tuned_cells(out, optimizer, env, arm, k, seeds, plan, pilot=True)
+    return design.tune(design.TUNED_START_EXPONENTS,
+                       lambda k: run_tuned_cells(out, optimizer, env, arm, k, seeds, plan, pilot=True),
+                       lambda: tuned_pilot_grid(out, optimizer, env, arm, seeds))
 
 
 def verdict_count(out: Path, optimizer: str, env: str, best: dict[str, int | None], plan: Plan) -> int:

@@ -122,7 +122,8 @@ def warmup_command(args: argparse.Namespace) -> dict[str, Any]:
     """
     import numpy as np
 
-    from flashsim.io import ProgressBar, atomic_write_text
+    from flashsim.outputs import ProgressBar
+    from flashsim.storage import atomic_write_text
     from flashsim.validation import check_choice, check_int, check_real
     from scale.learner.model import load_pretrained
     from scale.rollouts.prompts import load_demonstrations
@@ -200,10 +201,10 @@ def fleet_failure_message(error: Exception, out: str, last_checkpoint: int | Non
 def reproduce(args: argparse.Namespace) -> int:
     """``python -m scale reproduce``: run the claims' cells (resumable), then write each claim's summary."""
     from flashsim.experiments import run_sweep, write_summary
-    from scale.run.cells import TRANSFORMER_CELL_METRICS, run_transformer_cell
-    from scale.run.claim_report import plot_claim_curves
-    from scale.run.claims import TRANSFORMER_DESIGNS, build_transformer_design
-    from scale.run.collapse import COLLAPSE_TESTS, write_collapse_outputs
+    from scale.studies.cells import TRANSFORMER_CELL_METRICS, run_transformer_cell
+    from scale.studies.claim_report import plot_claim_curves
+    from scale.studies.claims import TRANSFORMER_DESIGNS, build_transformer_design
+    from scale.studies.collapse import COLLAPSE_TESTS, write_collapse_outputs
 
     try:
         names = list(dict.fromkeys(
@@ -235,9 +236,9 @@ def reproduce(args: argparse.Namespace) -> int:
 def _write_pages(args: argparse.Namespace, names: list[str], claims: list, experiments: list) -> None:
     """The claims' page (keeping an experiment's section already on it), then each experiment's section."""
     from flashsim.experiments import write_report
-    from flashsim.io import atomic_write_text
-    from scale.run.claim_report import REPORT_ABOUT, REPORT_TITLE
-    from scale.run.collapse import sections_of, write_collapse_section
+    from flashsim.storage import atomic_write_text
+    from scale.studies.claim_report import REPORT_ABOUT, REPORT_TITLE
+    from scale.studies.collapse import sections_of, write_collapse_section
 
     command = shlex.join(["python", "-m", "scale", "reproduce", *names, *_profile_flag(args.profile),
                           "--out", str(args.out), "--report", args.report])

@@ -1,8 +1,8 @@
 """The numbers and sentences of C1 at each arm's own best learning rate (issue 38), from the driver's cells.
 
-It reads the cells of :mod:`flashsim.experiments.c1_tuned_run`, re-applies the committed rule of
-:mod:`flashsim.experiments.c1_tuned` to the pilot cells (the chosen rate and whether it is interior), and sums them
-up; :mod:`flashsim.experiments.c1_tuned_page` (``python -m flashsim.experiments.c1_tuned_page --out runs/c1-tuned
+It reads the cells of :mod:`flashsim.studies.c1_tuned.run`, re-applies the committed rule of
+:mod:`flashsim.studies.c1_tuned.rule` to the pilot cells (the chosen rate and whether it is interior), and sums them
+up; :mod:`flashsim.studies.c1_tuned.page` (``python -m flashsim.studies.c1_tuned.page --out runs/c1-tuned
 --page docs/c1-tuned/results.md``) writes ``results/per_seed.csv``, ``results/summary.json``, ``results/grid.png``
 and the page from them. Every sentence that states a result is built here from the numbers it states.
 """
@@ -16,11 +16,11 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from flashsim.experiments import c1_tuned as design
-from flashsim.experiments.c1_tuned_run import Plan, read_tuned_cell, tuned_cell_path, tuned_pilot_grid
 from flashsim.experiments.summaries import size_position
 from flashsim.experiments.verdict import SMALLEST_EFFECTS, mean_interval, paired_verdict
-from flashsim.io import jsonable
+from flashsim.storage import jsonable
+from flashsim.studies.c1_tuned import rule as design
+from flashsim.studies.c1_tuned.run import Plan, read_tuned_cell, tuned_cell_path, tuned_pilot_grid
 
 ENV_LABELS = {"gridworld": "ToolGridworld", "bandit": "PromptBandit"}
 OPT_LABELS = {"adam": "Adam", "sgd": "SGD"}
@@ -163,7 +163,7 @@ def summarize_tuned(out: Path, plan: Plan | None = None) -> dict[str, object]:
                      "cap_rollouts": design.CAP_ROLLOUTS})
 
 
-def _num(x: float | None, missing: str = "censored") -> str:
+def number_text(x: float | None, missing: str = "censored") -> str:
     """A rollout count for the page; a censored median (stored as None, +inf in memory) reads ``missing``."""
     if x is None or math.isinf(x):
         return missing
@@ -212,4 +212,4 @@ def _size_text(c: dict) -> str:
 
 
 if __name__ == "__main__":  # the command that wrote the page before issue 36 broke the report/page import circle
-    raise SystemExit("the page is written by: python -m flashsim.experiments.c1_tuned_page --out DIR --page FILE")
+    raise SystemExit("the page is written by: python -m flashsim.studies.c1_tuned.page --out DIR --page FILE")

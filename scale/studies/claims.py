@@ -16,10 +16,10 @@ like the simulator's):
   ``full``:
   C1 (budget), C2 (gates under ``rollout.injected_lag``), C3 (aggregation, under a tighter token budget so that
   truncation happens), C4 (signed vs positive-only) and C9 (tool collapse, on C1's two first arms), and the
-  follow-ups C2collapse and C9collapse (run by name, analysed by :mod:`scale.run.collapse`).
+  follow-ups C2collapse and C9collapse (run by name, analysed by :mod:`scale.studies.collapse`).
 
-The other jobs live beside it: a cell's run and measures in :mod:`scale.run.cells`, the collapse indicators in
-:mod:`scale.run.collapse_rules`, the page's opening and each claim's figure in :mod:`scale.run.claim_report`.
+The other jobs live beside it: a cell's run and measures in :mod:`scale.studies.cells`, the collapse indicators in
+:mod:`scale.studies.collapse_rules`, the page's opening and each claim's figure in :mod:`scale.studies.claim_report`.
 
 Run as ``python -m scale reproduce all --quick --out runs/tclaims``; the committed 10-seed run (seeds 10–19) is
 ``docs/transformer/results.md`` (``python -m scale reproduce all --out runs/tclaims --report
@@ -106,8 +106,10 @@ def _loss_arm(loss: str, group_size: int | None = None) -> dict[str, Any]:
     return {"train.loss": loss, "rollout.group_size": LOSSES[loss].group_size if group_size is None else group_size}
 
 
-_FLASH = _loss_arm("flash_reinforce")
-_GRPO = _loss_arm("grpo", group_size=C1_GRPO_GROUP_SIZE)
+FLASH_ARM = _loss_arm("flash_reinforce")
+"""The overrides of the FlashREINFORCE arm (the registry's ``flash_reinforce``)."""
+GRPO_ARM = _loss_arm("grpo", group_size=C1_GRPO_GROUP_SIZE)
+"""The overrides of the GRPO arm, G = :data:`C1_GRPO_GROUP_SIZE` (token-mean, the registry's ``grpo``)."""
 
 
 def _c1(base: Config) -> ClaimDesign:
@@ -120,12 +122,12 @@ def _c1(base: Config) -> ClaimDesign:
         question="At equal rollouts, and with GRPO given twice the rollouts (twice the updates, or twice the "
                  "batch), which learns faster per rollout, and does GRPO stop calling the tool?",
         base=base,
-        arms=(Arm("flash", "FlashREINFORCE", _FLASH),
-              Arm("grpo", "GRPO G = 4, same rollouts", _GRPO),
+        arms=(Arm("flash", "FlashREINFORCE", FLASH_ARM),
+              Arm("grpo", "GRPO G = 4, same rollouts", GRPO_ARM),
               Arm("grpo_2x_updates", "GRPO G = 4, twice the updates",
-                  {**_GRPO, "train.updates": 2 * base.train.updates}),
+                  {**GRPO_ARM, "train.updates": 2 * base.train.updates}),
               Arm("grpo_2x_batch", "GRPO G = 4, twice the batch",
-                  {**_GRPO, "train.batch_size": 2 * batch, "loop.queue_size": 2 * base.loop.queue_size})),
+                  {**GRPO_ARM, "train.batch_size": 2 * batch, "loop.queue_size": 2 * base.loop.queue_size})),
         comparisons=(Comparison("auc", "flash", "grpo", "greater", paper="38.0 at 256K vs 36.3 at 512K rollouts"),
                      Comparison("auc", "flash", "grpo_2x_updates", "greater"),
                      Comparison("auc", "flash", "grpo_2x_batch", "greater"),
@@ -169,7 +171,7 @@ C2_COLLAPSE_SEEDS = tuple(range(100, 130))
 
 def _c2_collapse(base: Config) -> ClaimDesign:
     """Pre-registered (issue 30, commit 75fee84): does the token-local gate collapse more often than the sequence
-    gate? Analysed by :mod:`scale.run.collapse`."""
+    gate? Analysed by :mod:`scale.studies.collapse`."""
     knob = tuple(KnobValue(f"tool30_lag{lag}", f"calculator wrong on 30 %, injected lag L = {lag}",
                            {"rollout.injected_lag": lag}, value=lag) for lag in (1, 2))
     return ClaimDesign(
@@ -212,7 +214,7 @@ warmed-up model's trajectories with and without a call)."""
 
 def _c9_collapse(base: Config) -> ClaimDesign:
     """Pre-registered (issue 30; the design's commit is named on the page): does GRPO abandon a tool that pays
-    less? Analysed by :mod:`scale.run.collapse`."""
+    less? Analysed by :mod:`scale.studies.collapse`."""
     return ClaimDesign(
         claim="C9collapse", title="Tool collapse with a calculator wrong on half the expressions: GRPO vs "
                                   "FlashREINFORCE",
@@ -277,7 +279,7 @@ def _c4(base: Config) -> ClaimDesign:
         question="Does positive-only lose accuracy and tool calls, and is per-trajectory length averaging the "
                  "mechanism (as on the toys)?",
         base=base,
-        arms=(Arm("signed", "signed, sample-mean", _FLASH),
+        arms=(Arm("signed", "signed, sample-mean", FLASH_ARM),
               Arm("positive_only", "positive-only, sample-mean", {"train.loss": "positive_only"}),
               Arm("signed_token_sum", "signed, token sum", {"train.loss": "flash_reinforce", **token_sum}),
               Arm("positive_only_token_sum", "positive-only, token sum", {"train.loss": "positive_only", **token_sum})),
@@ -289,7 +291,7 @@ def _c4(base: Config) -> ClaimDesign:
 
 C9_PAPER = "GRPO abandoned the tool (0.00 Python calls per trajectory vs 3.25 for FlashREINFORCE)"
 """The article's result both C9 designs (the verdict run and the collapse test) set beside theirs."""
-C9_ARMS = (Arm("flash", "FlashREINFORCE", _FLASH), Arm("grpo", "GRPO G = 4, same rollouts", _GRPO))
+C9_ARMS = (Arm("flash", "FlashREINFORCE", FLASH_ARM), Arm("grpo", "GRPO G = 4, same rollouts", GRPO_ARM))
 """The two arms both C9 designs compare: C1's first two."""
 
 
@@ -320,4 +322,4 @@ TRANSFORMER_CLAIMS = TRANSFORMER_DESIGNS.names(follow_up=False)
 """The claims ``python -m scale reproduce all`` runs."""
 TRANSFORMER_EXPERIMENTS = TRANSFORMER_DESIGNS.names(follow_up=True)
 """Pre-registered follow-ups run by name (``python -m scale reproduce C2collapse``), not part of ``all``; each has a
-section of its own on the transformer page (:mod:`scale.run.collapse`)."""
+section of its own on the transformer page (:mod:`scale.studies.collapse`)."""

@@ -2,11 +2,11 @@
 verdict run) and C1's mechanism split.
 
 Each builder returns a :class:`~flashsim.experiments.design.ClaimDesign` like the claims of
-:mod:`~flashsim.experiments.claims` (same base run and budgets), with the prediction and the cost written into its
+:mod:`~flashsim.studies.claims` (same base run and budgets), with the prediction and the cost written into its
 question before it ran; the commits that pre-registered them are named on ``docs/follow-ups/results.md``. They run by
 name (``flashsim reproduce C1size C1mech``), never as part of ``reproduce all``, on their own fresh seeds
 (:data:`C1_SIZE_SEEDS`; the pilot on :data:`C1_SIZE_PILOT_SEEDS`); each is a row of
-:data:`flashsim.experiments.registry.DESIGNS` marked ``follow_up``.
+:data:`flashsim.studies.registry.DESIGNS` marked ``follow_up``.
 """
 
 from __future__ import annotations

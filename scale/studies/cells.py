@@ -1,6 +1,6 @@
 """One cell of a transformer claim: train its config, read its measures from the run's metrics rows.
 
-A cell (arm × knob value × seed of a design in :mod:`scale.run.claims`) is one training run of ``python -m scale
+A cell (arm × knob value × seed of a design in :mod:`scale.studies.claims`) is one training run of ``python -m scale
 train`` in a temporary directory; :func:`run_transformer_cell` is the function flashsim's resumable runner
 (:func:`flashsim.experiments.run_sweep`) calls in each worker, and :func:`cell_result` turns the run's metrics rows
 into :data:`TRANSFORMER_CELL_METRICS` and the curves. A config that several claims run (C1's FlashREINFORCE arm is
@@ -21,10 +21,10 @@ import numpy as np
 
 from flashsim.config import to_dict
 from flashsim.experiments import to_json
-from flashsim.io import atomic_write_text, jsonable
 from flashsim.losses import DEFAULT_DELTA
-from scale.run.collapse_rules import collapsed, tool_collapsed
+from flashsim.storage import atomic_write_text, jsonable
 from scale.run.config import Config
+from scale.studies.collapse_rules import collapsed, tool_collapsed
 
 SHARED_CELLS = "shared_cells"
 """Folder beside ``warmups`` holding each finished config's result once, keyed on the config."""

@@ -1,9 +1,9 @@
 """C1 on the tiny transformer with each arm at its own best learning rate (issue 38), committed before any run.
 
-The transformer page's C1 (``scale.run.claims``) compares FlashREINFORCE and GRPO G = 4 at the preset's learning
+The transformer page's C1 (``scale.studies.claims``) compares FlashREINFORCE and GRPO G = 4 at the preset's learning
 rate 3e-4 on the claims' task (a calculator wrong on 30 % of expressions; 60 updates × 64 rollouts; held-out
 accuracy on 500 prompts every 10 updates). Here each arm gets its own grid and the committed rule of
-:mod:`flashsim.experiments.c1_tuned` (interior best, extension by a factor 2, instability) picks its rate:
+:mod:`flashsim.studies.c1_tuned.rule` (interior best, extension by a factor 2, instability) picks its rate:
 
 - **Arms**: FlashREINFORCE 64 × 1 and GRPO 16 × 4 token-mean (the registry's ``grpo``, DAPO's aggregation); the
   sample-mean GRPO and GRPO 32 × 4 are not run here (budget).
@@ -15,7 +15,7 @@ accuracy on 500 prompts every 10 updates). Here each arm gets its own grid and t
   ≥ 20 % of pilot runs collapse is ineligible.
 - **Grid**: 3e-4 × 2^k, starting k ∈ {−1, 0, 1}, on pilot seeds :data:`TRANSFORMER_TUNING_PILOT_SEEDS` (fresh: the
   transformer's earlier pilots used 0–2 and 200–202, its verdicts 10–19, 100–129, 300–309); extended by
-  :func:`~flashsim.experiments.c1_tuned.next_exponents` until interior (at most 6 rates per side).
+  :func:`~flashsim.studies.c1_tuned.rule.next_exponents` until interior (at most 6 rates per side).
 - **Verdict**: :data:`VERDICT_SEEDS` (10 fresh seeds) at each arm's chosen rate, paired by seed (every arm of a
   seed starts from the same warm-up); ``auc`` FlashREINFORCE > GRPO with the project's rule (smallest effect
   0.01). The article's 2× is a factor in rollouts, not in area, so no size verdict is read here.
@@ -36,12 +36,12 @@ import numpy as np
 
 from flashsim.config import directory_argument
 from flashsim.experiments import SMALLEST_EFFECTS, mean_interval, paired_verdict, with_overrides
-from flashsim.experiments import c1_tuned as rule
-from flashsim.io import atomic_write_text, jsonable
-from scale.run.cells import run_transformer_cell
-from scale.run.claims import _FLASH, _GRPO, base_config
+from flashsim.storage import atomic_write_text, jsonable
+from flashsim.studies.c1_tuned import rule
+from scale.studies.cells import run_transformer_cell
+from scale.studies.claims import FLASH_ARM, GRPO_ARM, base_config
 
-TRANSFORMER_TUNING_ARMS = {"flash": _FLASH, "grpo": _GRPO}
+TRANSFORMER_TUNING_ARMS = {"flash": FLASH_ARM, "grpo": GRPO_ARM}
 """FlashREINFORCE 64 × 1 and GRPO G = 4 (16 prompts × 4) token-mean, as the transformer page's C1."""
 CENTRE = 3e-4
 """The preset's learning rate (``scale/configs/tiny_cpu.yaml``)."""
@@ -62,7 +62,7 @@ def transformer_cell_config(arm: str, exponent: int, seed: int, warmups: Path):
 
 
 def transformer_cell_path(out: Path, arm: str, exponent: int, seed: int) -> Path:
-    return Path(out) / "cells" / arm / f"k{exponent}_s{seed}.json"
+    return rule.rate_cell_path(Path(out) / "cells" / arm, exponent, seed)
 
 
 def ranked_value(record: dict) -> float:
@@ -94,38 +94,23 @@ def run_transformer_cells(out: Path, arm: str, exponent: int, seeds: Sequence[in
 
 
 def transformer_pilot_grid(out: Path, arm: str) -> dict[int, list[float]]:
-    """Exponent → ranked values of the pilot seeds (complete rates, or rates already ineligible)."""
-    folder = Path(out) / "cells" / arm
-    exponents = {int(p.name[1:].split("_s")[0]) for p in folder.glob("k*_s*.json")} if folder.exists() else set()
-    grid = {}
-    for k in sorted(exponents):
-        paths = [transformer_cell_path(out, arm, k, s) for s in TRANSFORMER_TUNING_PILOT_SEEDS
-                 if transformer_cell_path(out, arm, k, s).exists()]
-        values = [ranked_value(json.loads(p.read_text())) for p in paths]
-        seeds = len(TRANSFORMER_TUNING_PILOT_SEEDS)
-        if len(values) == seeds or rule.settled_ineligible(values, seeds):
-            grid[k] = values
-    return grid
+    """Exponent → ranked values of the pilot seeds (:func:`~flashsim.studies.c1_tuned.rule.pilot_grid`)."""
+    return rule.pilot_grid(Path(out) / "cells" / arm, TRANSFORMER_TUNING_PILOT_SEEDS,
+                           lambda path: ranked_value(json.loads(path.read_text())))
 
 
-def tune(out: Path, arm: str, stop: str | None = None) -> tuple[str, int | None]:
-    """The committed rule on this arm's pilot; ``("stopped", None)`` if the stop time came first."""
-    for k in TRANSFORMER_TUNING_START_EXPONENTS:
-        if not run_transformer_cells(out, arm, k, TRANSFORMER_TUNING_PILOT_SEEDS, pilot=True, stop=stop):
-            return "stopped", None
-    while True:
-        grid = transformer_pilot_grid(out, arm)
-        status, new = rule.next_exponents(grid)
-        if status != "extend":
-            return status, rule.best_rate(grid)
-        for k in new:
-            if not run_transformer_cells(out, arm, k, TRANSFORMER_TUNING_PILOT_SEEDS, pilot=True, stop=stop):
-                return "stopped", None
+def tune_transformer_arm(out: Path, arm: str, stop: str | None = None) -> tuple[str, int | None]:
+    """The committed tuning loop (:func:`~flashsim.studies.c1_tuned.rule.tune`) on this arm's pilot;
+    ``("stopped", None)`` if the stop time came first."""
+    def run_rate(exponent: int) -> bool:
+        return run_transformer_cells(out, arm, exponent, TRANSFORMER_TUNING_PILOT_SEEDS, pilot=True, stop=stop)
+
+    return rule.tune(TRANSFORMER_TUNING_START_EXPONENTS, run_rate, lambda: transformer_pilot_grid(out, arm))
 
 
 def run_transformer_tuning(out: Path, stop: str | None = None) -> dict[str, object]:
     """Tune both arms, then run the verdict seeds at the chosen rates (resumes from the cells on disk)."""
-    tuned = {arm: tune(out, arm, stop) for arm in TRANSFORMER_TUNING_ARMS}
+    tuned = {arm: tune_transformer_arm(out, arm, stop) for arm in TRANSFORMER_TUNING_ARMS}
     if all(status == "interior" for status, _ in tuned.values()):
         for arm, (_, k) in tuned.items():
             run_transformer_cells(out, arm, k, VERDICT_SEEDS, stop=stop)

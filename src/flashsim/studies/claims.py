@@ -14,7 +14,7 @@ default of ``flashsim reproduce --quick`` (10 seeds 10–19; all of ``reproduce 
 on 2 cores shared with other jobs), ``full`` has 20 fresh seeds (1100–1119), longer runs and wider
 knobs (26 min on 2 idle cores). No verdict seed was used by a pilot (:data:`PILOT_SEEDS`). The profiles, their
 seeds and the shared base run are :mod:`~flashsim.experiments.profiles`'; each builder is a row of
-:data:`flashsim.experiments.registry.DESIGNS`.
+:data:`flashsim.studies.registry.DESIGNS`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """When a transformer run has collapsed, or abandoned the tool: the two indicators, fixed before the runs.
 
-Both are read on a run's held-out evaluations (update 0 first) by :func:`scale.run.cells.cell_result` and counted
-by the collapse tests' analysis (:mod:`scale.run.collapse`): a run has collapsed (``collapse``) when its accuracy
+Both are read on a run's held-out evaluations (update 0 first) by :func:`scale.studies.cells.cell_result` and counted
+by the collapse tests' analysis (:mod:`scale.studies.collapse`): a run has collapsed (``collapse``) when its accuracy
 fell :data:`COLLAPSE_DROP` below its running peak and stayed there for its last :data:`COLLAPSE_EVALS`
 evaluations; it has abandoned the tool (``tool_collapse``) when its tool calls stayed below
 :data:`TOOL_COLLAPSE_CALLS` as long.

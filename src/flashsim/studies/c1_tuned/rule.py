@@ -34,7 +34,7 @@ done (:func:`next_exponents`). A pilot rate stops running seeds once its censore
 paired by seed. The factor is GRPO's mean rollouts over FlashREINFORCE's on complete pairs with the delta-method
 interval (:func:`~flashsim.experiments.verdict.ratio_interval`) and the project's verdict rule
 (:func:`~flashsim.experiments.verdict.paired_verdict`, size 2, threshold pairs: a pair censored in one arm only
-makes it inconclusive). The size verdict (:func:`~flashsim.experiments.c1_tuned_report.tuned_size_verdict`, the
+makes it inconclusive). The size verdict (:func:`~flashsim.studies.c1_tuned.report.tuned_size_verdict`, the
 project's :func:`~flashsim.experiments.summaries.size_position` in this page's words): "claimed size rejected" when
 the interval lies below 2, "consistent with the claimed size" when it contains 2, "larger than the claimed size"
 when above.
@@ -62,7 +62,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -258,6 +259,47 @@ def next_exponents(grid: Mapping[int, Sequence[float]]) -> tuple[str, tuple[int,
     allowed = tuple(k for k in want
                     if min(TUNED_START_EXPONENTS) - MAX_EXTENSIONS <= k <= max(TUNED_START_EXPONENTS) + MAX_EXTENSIONS)
     return ("extend", allowed) if allowed else ("at edge", ())
+
+
+def rate_cell_path(folder: Path | str, exponent: int, seed: int) -> Path:
+    """The file of one tuning cell in an arm's ``folder``: ``k<exponent>_s<seed>.json``."""
+    return Path(folder) / f"k{exponent}_s{seed}.json"
+
+
+def pilot_grid(folder: Path | str, seeds: Sequence[int], value: Callable[[Path], float]) -> dict[int, list[float]]:
+    """The pilot cells of one arm on disk: exponent → ``value(cell file)`` per pilot seed, for each rate whose every
+    seed has run or whose seeds run so far already make it ineligible (:func:`settled_ineligible`)."""
+    folder = Path(folder)
+    exponents = {int(p.name[1:].split("_s")[0]) for p in folder.glob("k*_s*.json")} if folder.exists() else set()
+    grid = {}
+    for k in sorted(exponents):
+        values = [value(rate_cell_path(folder, k, s)) for s in seeds if rate_cell_path(folder, k, s).exists()]
+        if len(values) == len(seeds) or settled_ineligible(values, len(seeds)):
+            grid[k] = values
+    return grid
+
+
+def tune(start: Sequence[int], run_rate: Callable[[int], bool],
+         grid: Callable[[], Mapping[int, Sequence[float]]]) -> tuple[str, int | None]:
+    """The tuning loop of one arm: run the ``start`` exponents, then extend by :func:`next_exponents` until the
+    best rate is interior or a side is exhausted. ``run_rate(k)`` runs the missing pilot cells of exponent ``k``
+    (False: stopped before finishing, e.g. by a stop time); ``grid()`` reads the pilot grid back from disk.
+
+    Returns the status (``interior``, ``at edge``, or ``stopped``) and the best exponent (None if no rate is
+    eligible, or stopped). The toy driver (:mod:`flashsim.studies.c1_tuned.run`) and the transformer's
+    (``scale.studies.c1_tuned``) both run this loop.
+    """
+    for k in start:
+        if not run_rate(k):
+            return "stopped", None
+    while True:
+        current = grid()
+        status, new = next_exponents(current)
+        if status != "extend":
+            return status, best_rate(current)
+        for k in new:
+            if not run_rate(k):
+                return "stopped", None
 
 
 def verdict_seeds(count: int) -> tuple[int, ...]:

@@ -1,6 +1,6 @@
-"""Re-render every results page from its committed stores: ``python -m scale.run.pages [FAMILY ...]``.
+"""Re-render every results page from its committed stores: ``python -m scale.studies.pages [FAMILY ...]``.
 
-The simulator's three pages are :func:`flashsim.experiments.rerender`'s; the transformer page (its five claims, then
+The simulator's three pages are :func:`flashsim.studies.rerender`'s; the transformer page (its five claims, then
 the collapse tests' sections) is written here the way ``python -m scale reproduce ... --report`` writes it, from the
 ``summary.json``, ``per_seed.csv``, figures and ``fisher.json`` committed beside it. No cell is run.
 """
@@ -10,11 +10,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from flashsim.experiments import PAGES, Page, out_dir, page_of, rerender, write_report
-from flashsim.experiments.c1_tuned_page import rerender_tuned_page
-from scale.run.claim_report import REPORT_ABOUT, REPORT_TITLE
-from scale.run.claims import build_transformer_design
-from scale.run.collapse import write_collapse_section
+from flashsim.experiments import PAGES, Page, out_dir, page_of, write_report
+from flashsim.studies import rerender
+from flashsim.studies.c1_tuned.page import rerender_tuned_page
+from scale.studies.claim_report import REPORT_ABOUT, REPORT_TITLE
+from scale.studies.claims import build_transformer_design
+from scale.studies.collapse import write_collapse_section
 
 
 def rerender_transformer(page: Page, root: Path | str = ".") -> Path:

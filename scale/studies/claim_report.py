@@ -3,7 +3,7 @@
 ``python -m scale reproduce ... --report PAGE`` writes the page with flashsim's
 :func:`~flashsim.experiments.write_report` under :data:`REPORT_TITLE` and :data:`REPORT_ABOUT`; each claim's
 figure is :func:`plot_claim_curves` (held-out accuracy and tool calls against rollouts, per arm). The collapse
-tests' sections are :mod:`scale.run.collapse`'s.
+tests' sections are :mod:`scale.studies.collapse`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from flashsim.experiments import RULE, ClaimDesign, load_cells
 
 REPORT_TITLE = "Does the paper hold on a transformer? The claims of FlashREINFORCE on the tiny Llama"
 REPORT_ABOUT = (
-    "Each claim is a pre-registered design (`scale/run/claims.py`) run by flashsim's claims machinery: arms, the "
+    "Each claim is a pre-registered design (`scale/studies/claims.py`) run by flashsim's claims machinery: arms, the "
     "paper's direction, a headline setting, a primary comparison, paired seeds. The model is the tiny CPU preset "
     "(`scale/configs/tiny_cpu.yaml`: a 2-layer character-level Llama built from a config), warmed up on two-digit "
     "multiplication with a calculator that answers 30 % of the expressions wrong, then trained with each arm's loss "
