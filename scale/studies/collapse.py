@@ -41,15 +41,17 @@ from flashsim.experiments import (
     SUMMARY,
     TABLE,
     ClaimDesign,
+    Stores,
+    checkout_root,
     finalized_collapse,
     fmt_interval,
     fmt_p,
     holm,
     load_cells,
     markdown_tables,
+    render_references,
     to_json,
 )
-from flashsim.experiments.references import Stores, checkout_root, render_references
 from flashsim.storage import atomic_write_text
 from scale.studies.claims import TRANSFORMER_EXPERIMENTS
 from scale.studies.collapse_rules import COLLAPSE_DROP, COLLAPSE_EVALS, TOOL_COLLAPSE_CALLS

@@ -56,6 +56,7 @@ from flashsim.experiments.design import (
 from flashsim.experiments.pages import PAGES, Page, out_dir, page_of
 from flashsim.experiments.plots import plot_knob, plot_success_curves
 from flashsim.experiments.profiles import PROFILES
+from flashsim.experiments.references import Stores, checkout_root, render_references
 from flashsim.experiments.registry import Registered, Registry
 from flashsim.experiments.report import RULE, figure_names, write_report
 from flashsim.experiments.run_cell import CELL_METRICS, run_cell
@@ -104,6 +105,7 @@ __all__ = [
     "ALPHA", "AT_CEILING", "Arm", "CELL_METRICS", "Cell", "ClaimDesign", "Comparison",
     "Effect", "INCONCLUSIVE", "KnobValue", "MEANS", "NEGLIGIBLE", "NOT_SUPPORTED", "PER_SEED",
     "PROFILES", "Panel", "RULE", "Registered", "Registry", "SMALLEST_EFFECTS", "SUMMARY", "SUPPORTED", "TABLE",
+    "Stores", "checkout_root", "render_references",
     "TIME_AXES", "PAGES", "Page", "figure_names", "finalized_collapse", "fmt_interval",
     "out_dir", "page_of", "fmt_p", "holm", "load_cells", "markdown_tables",
     "mean_interval", "paired_verdict", "plot_knob", "plot_success_curves", "run_cell", "run_sweep", "summarize",
