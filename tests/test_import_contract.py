@@ -6,6 +6,7 @@ The walk of one update (which files a reader opens) is measured by tests/test_wa
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,14 @@ def test_an_old_module_name_fails_with_one_line_naming_the_new_one(command, new)
     result = subprocess.run([sys.executable, *command], capture_output=True, text=True, cwd=ROOT, check=False)
     assert result.returncode == 1
     assert f"moved: use {new}" in result.stderr.strip().splitlines()[-1]
+
+
+HISTORY = re.compile(r"issues? ?#?[0-9]+|notes/")
+"""A citation of where code came from (an issue number, a notes file): that lives in git and docs/design.md."""
+
+
+def test_no_line_of_the_code_cites_an_issue_or_a_notes_file():
+    found = [f"{path.relative_to(ROOT)}:{number}" for layer in ("src", "scale", "toy_envs")
+             for path in python_files(layer) for number, line in enumerate(path.read_text().splitlines(), 1)
+             if HISTORY.search(line)]
+    assert found == []

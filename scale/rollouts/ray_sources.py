@@ -288,7 +288,7 @@ class RayRollouts:
 
 RAY_START_TRIES = 3
 """Tries to start a local Ray cluster: Ray gives its raylet a fixed 30 s to register, which a machine under heavy
-load (2 cores at load 16, notes/i41.md) missed several times in a row."""
+load (2 cores at load 16) missed several times in a row."""
 
 
 def _start_ray(ray: Any, address: str) -> None:

@@ -1,4 +1,4 @@
-"""C1 on the tiny transformer with each arm at its own best learning rate (issue 38), committed before any run.
+"""C1 on the tiny transformer with each arm at its own best learning rate, committed before any run.
 
 The transformer page's C1 (``scale.studies.claims``) compares FlashREINFORCE and GRPO G = 4 at the preset's learning
 rate 3e-4 on the claims' task (a calculator wrong on 30 % of expressions; 60 updates × 64 rollouts; held-out

@@ -1,5 +1,5 @@
 """The paper's claims on a real transformer: pre-registered designs over ``scale``'s config, run by flashsim's
-claims machinery (issue 20).
+claims machinery.
 
 The design type, the registry, the cell store (one atomic JSON file per finished cell, resumed after SIGKILL with
 no cell lost or run twice), the parallel runner and the verdict rule (at the ceiling / supported / not supported /
@@ -41,7 +41,7 @@ TRANSFORMER_PILOT_SEEDS = (0, 1, 2, 200, 201, 202)
 reserved); no verdict is decided on them."""
 CLAIM_SEEDS_FROM = 10
 """The first verdict seed of :data:`TRANSFORMER_CLAIMS` (seeds 10–19 at the full budget): disjoint from
-:data:`TRANSFORMER_PILOT_SEEDS` and from every experiment's own seeds (issue 30)."""
+:data:`TRANSFORMER_PILOT_SEEDS` and from every experiment's own seeds."""
 TRANSFORMER_PROFILES = ("smoke", "quick", "full")
 CALCULATOR_ERROR_RATE = 0.3
 """Share of expressions the calculator answers wrong (the pilot's task)."""
@@ -170,7 +170,7 @@ C2_COLLAPSE_SEEDS = tuple(range(100, 130))
 
 
 def _c2_collapse(base: Config) -> ClaimDesign:
-    """Pre-registered (issue 30, commit 75fee84): does the token-local gate collapse more often than the sequence
+    """Pre-registered (commit 75fee84): does the token-local gate collapse more often than the sequence
     gate? Analysed by :mod:`scale.studies.collapse`."""
     knob = tuple(KnobValue(f"tool30_lag{lag}", f"calculator wrong on 30 %, injected lag L = {lag}",
                            {"rollout.injected_lag": lag}, value=lag) for lag in (1, 2))
@@ -213,7 +213,7 @@ warmed-up model's trajectories with and without a call)."""
 
 
 def _c9_collapse(base: Config) -> ClaimDesign:
-    """Pre-registered (issue 30; the design's commit is named on the page): does GRPO abandon a tool that pays
+    """Pre-registered (the design's commit is named on the page): does GRPO abandon a tool that pays
     less? Analysed by :mod:`scale.studies.collapse`."""
     return ClaimDesign(
         claim="C9collapse", title="Tool collapse with a calculator wrong on half the expressions: GRPO vs "

@@ -1,6 +1,6 @@
 """The transformer collapse tests' analysis: Fisher's exact test per setting, the per-seed curves, a page section.
 
-Two pre-registered experiments (issue 30), each described by a :class:`CollapseTest` in :data:`COLLAPSE_TESTS`:
+Two pre-registered experiments, each described by a :class:`CollapseTest` in :data:`COLLAPSE_TESTS`:
 
 - ``C2collapse`` (:func:`scale.studies.claims.c2_collapse_design`): sequence gate, token-local gate and no gate at
   injected lag L = 1 and 2 on 30 fresh seeds; a seed collapses when its held-out accuracy falls and stays down

@@ -16,7 +16,7 @@ import numpy as np
 COLLAPSE_DROP = 0.05
 COLLAPSE_EVALS = 2
 """A run has collapsed when its held-out accuracy is ≥ COLLAPSE_DROP below its running peak at each of its last
-COLLAPSE_EVALS evaluations (issue 30's definition, fixed before the C2 collapse run)."""
+COLLAPSE_EVALS evaluations (the definition fixed before the C2 collapse run)."""
 
 
 def collapsed(accuracy: Any) -> float:

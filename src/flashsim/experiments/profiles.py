@@ -21,7 +21,7 @@ FIRST_SEED = {"smoke": 0, "quick": 10, "full": 1100}
 """The profile's first seed: the full budget uses fresh seeds, so it replicates the quick one independently."""
 PILOT_SEEDS = frozenset({0, 1, 1000})
 """Seeds the pilots that chose a design's settings ran on (C1's harder task, C2's MLP learning rate, C9's tool
-error rate: issue 19); the quick and full verdict seeds avoid them, so no verdict is read on a run that chose it."""
+error rate); the quick and full verdict seeds avoid them, so no verdict is read on a run that chose it."""
 
 
 def profile_seeds(profile: str, count: int | None = None) -> tuple[int, ...]:

@@ -74,7 +74,7 @@ RULE = (
     "adjusted p exceeds 0.025 is reported as inconclusive. Only the primary comparison at the headline is "
     "confirmatory; every other comparison-setting is **exploratory**: tabulated with its p and its Holm-adjusted p "
     "over that comparison's settings, and never quoted in a summary. Settings with identical values for both arms "
-    "count once. **This rule was changed after the results it judges had been seen** (issue 30 added the size "
+    "count once. **This rule was changed after the results it judges had been seen** (a later revision added the size "
     "test, the floor, identical arms, the dropped-pair check and Holm to a rule fixed before the first runs); "
     "every verdict it changed is named in the page's introduction."
 )
@@ -251,10 +251,10 @@ SIMULATION_ABOUT = (
 
 FOLLOW_UP_TITLE = "Follow-up experiments: C1 at the claimed size, and C1's mechanism"
 FOLLOW_UP_ABOUT = (
-    "Two experiments issue 30 asked for, each pre-registered in `flashsim.studies.follow_ups` (design, prediction "
-    "and cost committed before its run; the commits are named in the introduction) and run on fresh seeds "
-    "2000–2019. They are not part of `flashsim reproduce all`. Success is the exact expected success of the "
-    "policy; the intervals are over seeds.",
+    "Two experiments asked for after the first results, each pre-registered in `flashsim.studies.follow_ups` "
+    "(design, prediction and cost committed before its run; the commits are named in the introduction) and run on "
+    "fresh seeds 2000–2019. They are not part of `flashsim reproduce all`. Success is the exact expected success of "
+    "the policy; the intervals are over seeds.",
     RULE.replace("nine (five on the transformer)", "two"),
     "`rollouts_to_60`/`rollouts_to_70`/`rollouts_to_90` are the rollouts spent until exact success first reaches "
     "that share of the exact optimum (NaN where a run never does: the *pairs* column counts the seeds where only "

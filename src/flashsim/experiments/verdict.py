@@ -48,7 +48,7 @@ adjusted p exceeds 0.025 becomes **inconclusive** (:func:`with_holm`). Every oth
 quoted in a summary. Settings whose values are identical, seed for seed, for both arms (the same runs, e.g.
 a threshold reached before any of several budgets ends) get one verdict, not one each.
 
-This rule replaced one without sizes, floors, identical arms, dropped-pair checks or Holm (issue 30) after
+This rule replaced one without sizes, floors, identical arms, dropped-pair checks or Holm after
 the results it now judges had been seen; the pages say so where it changes a verdict.
 
 Pairing removes what the seed shares between arms (prompt draws, the initial policy), so the interval

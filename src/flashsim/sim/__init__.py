@@ -46,7 +46,7 @@ from flashsim.sim.rollouts import AccountingError, LaggedSource, Ledger, Sampler
 from flashsim.sim.simulation import METRIC_KEYS, PolicyLearner, SimulatedSource, Simulation, TrainResult, train
 
 AsyncEngine = EventLoop
-"""The former name of :class:`EventLoop` (until issue 36: "engine" now means only ``scale``'s samplers)."""
+"""The former name of :class:`EventLoop` ("engine" now means only ``scale``'s samplers)."""
 
 __all__ = [
     "AccountingError", "AlgorithmConfig", "AsyncWorkers", "ENVS", "EventLoop", "FixedLag",

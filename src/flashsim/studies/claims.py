@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from flashsim.experiments.analysis import fmt_sci
 from flashsim.experiments.design import Arm, ClaimDesign, Comparison, KnobValue, Panel
-from flashsim.experiments.profiles import PILOT_SEEDS, PROFILES  # noqa: F401 (kept: their home until issue 36)
+from flashsim.experiments.profiles import PILOT_SEEDS, PROFILES  # noqa: F401 (re-exported: older imports name them here)
 from flashsim.experiments.profiles import base as _base
 from flashsim.experiments.profiles import eval_every as _eval_every
 from flashsim.experiments.profiles import pick as _pick
@@ -31,7 +31,7 @@ from flashsim.experiments.profiles import profile_seeds as _seeds
 from flashsim.losses import DEFAULT_DELTA
 
 HARD_CHAIN = "chain_h32"
-"""C1's harder task: ReasoningChain with horizon 32. Pilot (issue 19, seeds 0–1, 200 updates × 128): the best
+"""C1's harder task: ReasoningChain with horizon 32. Pilot (seeds 0–1, 200 updates × 128): the best
 arm ends at 0.64–0.77 of the exact optimum (FlashREINFORCE 0.731 / 0.609 of 0.950 / 0.948, GRPO 0.665 / 0.634);
 a 7 × 7 ToolGridworld with 4 candidates and H = 30 was still solved (0.99) and was not taken."""
 
@@ -113,7 +113,7 @@ def c1_budget(profile: str) -> ClaimDesign:
 
 MLP_RATE = 0.002
 """C2's learning rate for the MLP policy. At the tabular policy's 0.03 the MLP drifts ~31 δ and the gate admits 5 %
-(issue 19's pilot). Pilot for this rate (sequence gate, L = 8): lr 0.003 admits 86 % (quick, seed 0) and 57 % (full,
+(the first pilot). Pilot for this rate (sequence gate, L = 8): lr 0.003 admits 86 % (quick, seed 0) and 57 % (full,
 seed 1000); 0.002 admits 98 % and 84 % (D̄ 0.28 and 0.57 δ); 0.0015 admits 99 % and 95 %. The tabular headline
 admits 95 % and 92 %."""
 
@@ -156,7 +156,7 @@ def c2_gates(profile: str) -> ClaimDesign:
                  "learning rate sets how far the policy drifts in L updates; the knob is read in drift, the mean "
                  f"sequence KL D̄ in units of δ = {fmt_sci(DEFAULT_DELTA)} (table below), and in acceptance rate. "
                  "The headline is "
-                 "L = 8 at lr 0.03, pre-registered by regime in issue 19: there the sequence gate admits about "
+                 "L = 8 at lr 0.03, pre-registered by regime from the pilots: there the sequence gate admits about "
                  "90 % of trajectories (D̄ ≈ 0.4 δ), as on the project's tiny transformer (94–97 %); at lr 0.1 "
                  "and above the gate rejects most trajectories (D̄ ≳ 2 δ), the heavy-rejection regime. The "
                  "primary measure is the area under the success curve (it cannot saturate); `drawdown`, the "
@@ -286,7 +286,8 @@ def c4_signed(profile: str) -> ClaimDesign:
 C5_PRIMARY = (
     "Primary: learner updates until exact success first reaches 0.9 of the optimum (`updates_to_90`), fresh < "
     "minibatches: every arm reaches it well within the run, so the verdict does not depend on the run's length, as "
-    "the area under the curve (the primary until issue 30, now secondary) does once both arms sit at the ceiling; "
+    "the area under the curve (the primary until the rule change, now secondary) does once both arms sit at the "
+    "ceiling; "
     "updates, not rollouts, because both arms train on 128 trajectories per update while the minibatch arm "
     "collects m updates' worth at once (its rollouts spent run ahead by up to (m − 1) × 128, `rollouts_to_90`, "
     "secondary). Changed after the quick and the first full results had been seen (auc inconclusive at m = 4 on "
@@ -297,7 +298,7 @@ C5_PRIMARY = (
     "m = 4: 33.1 vs 37.9 updates, a factor of 1.14). Cost: an evaluation every update, about 1 s of CPU per quick "
     "cell."
 )
-"""C5's primary, its reason and its prediction (issue 30), written before the full rerun."""
+"""C5's primary, its reason and its prediction, written before the full rerun."""
 
 
 def c5_fresh(profile: str) -> ClaimDesign:
@@ -461,7 +462,7 @@ def c8_stability(profile: str) -> ClaimDesign:
 
 
 TOOL_ERROR_RATE = 0.3
-"""C9's headline tool error rate, picked by a pilot (issue 19, seeds 0–1, 100 updates × 128, e ∈ {0, 0.2, 0.3,
+"""C9's headline tool error rate, picked by a pilot (seeds 0–1, 100 updates × 128, e ∈ {0, 0.2, 0.3,
 0.4}): at e = 0.3 following the tool succeeds with 0.7 against 0.54–0.58 for the best guess without it (mean over
 prompts; the tool pays on 67–100 % of them), so it is worth calling on average and wrong almost one call in three;
 at 0.4 it barely pays (0.6)."""

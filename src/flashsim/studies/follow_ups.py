@@ -1,4 +1,4 @@
-"""Follow-up experiments (issue 30), each pre-registered: C1 at the claimed size (its learning-rate pilot and the
+"""Follow-up experiments, each pre-registered: C1 at the claimed size (its learning-rate pilot and the
 verdict run) and C1's mechanism split.
 
 Each builder returns a :class:`~flashsim.experiments.design.ClaimDesign` like the claims of
@@ -162,7 +162,7 @@ def c1_mechanism(profile: str) -> ClaimDesign:
                  "Prediction (written before the run): breadth carries most of C1's 1.1× (auc +0.005 to +0.02); "
                  "the group baseline and the std normalisation each move auc by less than 0.01; the aggregation "
                  "is negligible on ToolGridworld (lengths 4-20). ReasoningChain H = 32 repeats it (exploratory). "
-                 "Cost: 6 arms × 2 envs × 20 seeds = 240 cells, about 15 min on 2 idle cores (issue 30's estimate "
+                 "Cost: 6 arms × 2 envs × 20 seeds = 240 cells, about 15 min on 2 idle cores (the estimate "
                  "for four arms, scaled; not measured).",
         base=_base(updates=updates, eval_every=1),
         arms=(

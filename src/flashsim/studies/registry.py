@@ -63,8 +63,7 @@ DESIGNS = Registry([
     Registered("C1size", c1_size, follow_up=True),
     Registered("C1mech", c1_mechanism, follow_up=True),
 ])
-"""The simulator's experiments (``flashsim reproduce NAME``): the paper's claims C1–C9, then the follow-ups
-(issue 30)."""
+"""The simulator's experiments (``flashsim reproduce NAME``): the paper's claims C1–C9, then the follow-ups."""
 CLAIMS: Mapping[str, Callable[[str], ClaimDesign]] = DESIGNS.builders(follow_up=False)
 """Claim id → builder (``builder(profile)``) of the claims ``flashsim reproduce all`` runs (a live view of
 :data:`DESIGNS`)."""

@@ -1,4 +1,4 @@
-"""The grid figure and the markdown page of C1 at each arm's own best learning rate (issue 38).
+"""The grid figure and the markdown page of C1 at each arm's own best learning rate.
 
 Only :func:`write_page` touches matplotlib; the numbers come from
 :func:`flashsim.studies.c1_tuned.report.summarize`, and every sentence stating a result is built from them.

@@ -1,4 +1,4 @@
-"""The numbers and sentences of C1 at each arm's own best learning rate (issue 38), from the driver's cells.
+"""The numbers and sentences of C1 at each arm's own best learning rate, from the driver's cells.
 
 It reads the cells of :mod:`flashsim.studies.c1_tuned.run`, re-applies the committed rule of
 :mod:`flashsim.studies.c1_tuned.rule` to the pilot cells (the chosen rate and whether it is interior), and sums them
@@ -211,5 +211,5 @@ def _size_text(c: dict) -> str:
     return f"**{c['size_verdict']}**"
 
 
-if __name__ == "__main__":  # the command that wrote the page before issue 36 broke the report/page import circle
+if __name__ == "__main__":  # the page is written by the page module, which imports this one
     raise SystemExit("the page is written by: python -m flashsim.studies.c1_tuned.page --out DIR --page FILE")

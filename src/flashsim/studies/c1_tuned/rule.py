@@ -1,4 +1,4 @@
-"""C1 with each arm at its own best learning rate (issue 38): the tuning protocol, fixed before any run.
+"""C1 with each arm at its own best learning rate: the tuning protocol, fixed before any run.
 
 The article's headline (C1): FlashREINFORCE reaches GRPO's score with half the rollouts (38.0 at 256K rollouts vs
 GRPO's 36.3 at 512K). The full-budget page decided it at one shared learning rate on a grid {0.03, 0.1, 0.3} whose

@@ -1,4 +1,4 @@
-"""The driver of C1 at each arm's own best learning rate (issue 38): pilot grids extended by the committed rule,
+"""The driver of C1 at each arm's own best learning rate: pilot grids extended by the committed rule,
 then the verdict seeds, one cell at a time, each written atomically; a rerun resumes where a kill left it.
 
 ``python -m flashsim.studies.c1_tuned.run --out runs/c1-tuned`` runs the whole protocol of
