@@ -319,12 +319,8 @@ def test_tutorial_04_reads_committed_results_only_where_they_exist():
 INTRO_WORDS = 250  # words of markdown before the first code cell
 CODE_LINE = 100  # characters: the documentation site's column shows about that many without scrolling
 # Notebooks not yet brought to these rules, and why (strict xfail: once one passes, its mark must go).
-UNPACED_TEXT = {"04_does_the_paper_hold": "its opening text and code lines predate these rules"}
-UNPACED_KNOBS = {
-    "04_does_the_paper_hold": "its try-it cells hold the exercise's settings and declare no knobs",
-    "05_graduate_to_vllm": "its try-it cells hold the exercise's settings and declare no knobs",
-    "06_verify_your_loss": "its try-it cells plant the exercise's bug and declare no knobs",
-}
+UNPACED_TEXT: dict[str, str] = {}
+UNPACED_KNOBS: dict[str, str] = {}
 
 
 def intro_words(cells: list[dict]) -> int:
