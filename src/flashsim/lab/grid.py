@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flashsim.losses import LOSSES
+from flashsim.losses import DEFAULT_DELTA, LOSSES
 from flashsim.validation import check_choice, check_int, check_nonempty, check_real
 from flashsim.variance.sweep import options_for
 
@@ -39,7 +39,7 @@ class LabConfig:
     """Registry losses the page offers."""
     lags: tuple[int, ...] = (0, 1, 2, 4, 8, 16)
     """Fixed policy lags L (learner updates between sampling and use)."""
-    deltas: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    deltas: tuple[float, ...] = (1e-3, DEFAULT_DELTA, 1e-2)
     """Gate thresholds δ of the gated losses (δ = none, no gate, is always in the grid)."""
     budget: int = 128
     """Rollouts per batch B, the same for every batch design."""
@@ -106,7 +106,7 @@ class Setting:
 
 
 def delta_label(delta: float | None) -> str:
-    """δ as the page spells it: ``0.001``, ``0.003``, ``0.01``; ``none`` for no gate.
+    """δ as the page spells it (``%g``: ``0.001``, ``0.01``); ``none`` for no gate.
 
     >>> delta_label(1e-3), delta_label(None)
     ('0.001', 'none')
