@@ -147,3 +147,15 @@ def test_verls_bf16_causes_are_outside_the_pipeline_with_the_autocast_evidence()
         cause = cause_of("verl", "precision", variant, "float64")
         assert cause.severity == "outside" and "torch.autocast" in cause.evidence.code
         assert "Only a GPU run can confirm" in cause.evidence.note
+
+
+def test_each_column_of_the_table_classes_its_cells_by_its_own_dtype():
+    float64 = LossReport("x", "grpo", "flashsim", (_result("constant_rewards", "FAILS",
+                                                           "max |got − expected| = 1.11e-09 > 1e-12"),))
+    float32 = LossReport("x", "grpo", "flashsim", (_result("constant_rewards", "FAILS",
+                                                           "max |got − expected| = 0.392 > 1e-06"),))
+    page = render([Row("verl", "0.9.1", "grpo token-sum", "", float64, key="verl:grpo-token-sum", float32=float32)],
+                  max_examples=3, command="flashsim conformance")
+    row = next(line for line in page.splitlines() if line.startswith("| verl 0.9.1 · grpo token-sum |"))
+    assert "| ○ `constant_rewards` *outside the pipeline* 1.11e-09; ✓ 0 hold |" in row
+    assert "| ✗ **`constant_rewards`** reachable 0.392; ✓ 0 hold |" in row

@@ -200,12 +200,14 @@ LEGEND = ("Marks: ✗ **reachable** (the framework's own pipeline feeds the inpu
           "✓ holds.")
 
 
-def _summary(row: Row, report: LossReport | None) -> str:
+def _summary(row: Row, dtype: str) -> str:
+    """The cell of ``row``'s ``dtype`` column: each failing or documented invariant with its class's mark."""
+    report = row.report if dtype == "float64" else row.float32
     if report is None:
         return "–"
     marked = [MARKS[cell.severity].format(name=f"`{cell.result.name}`") + f" {_error(cell.result.message)}"
               if cell.result.failed else MARKS["documented"].format(name=f"`{cell.result.name}`")
-              for cell in findings([Row(row.framework, row.version, row.variant, row.declared, report, key=row.key)])]
+              for cell in findings([row]) if cell.dtype == dtype]
     held = sum(result.status == "holds" for result in report.results)
     return "; ".join([*marked, f"✓ {held} hold"]) if marked else f"✓ all {held} hold"
 
@@ -228,7 +230,7 @@ def headline(rows: Sequence[Row]) -> tuple[list[str], dict[str, dict[str, list[F
     lines = [f"**{total} causes**: {counts} ({len(found)} cells of {sum(r.report is not None for r in rows)} rows "
              f"show them). Of the {len(reachable)} reachable causes, {drafted} have a drafted upstream issue with a "
              f"reproducer that runs the framework's own code ([upstream reports](upstream/README.md)); each of the "
-             f"{len(reachable) - drafted} others says under its section why it has none.", "", LEGEND, ""]
+             f"{len(reachable) - drafted} without one says under its section why.", "", LEGEND, ""]
     return lines, by_class
 
 
@@ -276,8 +278,8 @@ def render(rows: Sequence[Row], *, max_examples: int, command: str) -> str:
         if row.report is None:
             lines.append(f"{head} {row.note} | | |")
             continue
-        lines.append(f"{head} {_short_declared(row.declared)} | {_summary(row, row.report)} | "
-                     f"{_summary(row, row.float32)} |")
+        lines.append(f"{head} {_short_declared(row.declared)} | {_summary(row, 'float64')} | "
+                     f"{_summary(row, 'float32')} |")
     lines += ["", *_by_class(by_class)]
     lines += _sections(rows)
     lines += ["## Pipeline steps the adapters leave out", "",
