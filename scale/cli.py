@@ -90,9 +90,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_warmup_parser(commands: Any) -> None:
-    from scale.run.config import BUILTIN_WARMUP_STEPS, WarmupConfig
+    from scale.run.config import WarmupConfig
 
-    defaults = WarmupConfig()
     warmup = commands.add_parser(
         "warmup", help="supervised fine-tuning of your own model on your own demonstrations (before train)",
         description="Fine-tune a Hugging Face model directory on prompt/answer demonstrations (next-token "
@@ -104,12 +103,9 @@ def _add_warmup_parser(commands: Any) -> None:
                              'chat {"messages": [...]} ending in the assistant\'s answer')
     warmup.add_argument("--out", type=directory_argument, required=True,
                         help="new directory for the fine-tuned model and its tokenizer")
-    warmup.add_argument("--steps", type=int, default=BUILTIN_WARMUP_STEPS,
-                        help=f"AdamW steps (default {BUILTIN_WARMUP_STEPS})")
-    warmup.add_argument("--batch-size", type=int, default=defaults.batch_size,
-                        help=f"demonstrations per step, drawn with replacement (default {defaults.batch_size})")
-    warmup.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
-                        help=f"peak learning rate, linear ramp then decay (default {defaults.learning_rate})")
+    # --steps, --batch-size, --learning-rate: WarmupConfig's fields, with their checks and help (as in the YAML)
+    paths = add_flags(warmup, WarmupConfig, flat=True, exclude=("cache",))
+    warmup.set_defaults(warmup_paths=paths)
     warmup.add_argument("--seed", type=int, default=0, help="seeds the order of the demonstrations (default 0)")
     warmup.add_argument("--dtype", default="float32", help="parameter dtype while training and saved (default float32)")
     warmup.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -122,16 +118,18 @@ def warmup_command(args: argparse.Namespace) -> dict[str, Any]:
     """
     import numpy as np
 
+    from flashsim.config import load
     from flashsim.outputs import ProgressBar
     from flashsim.storage import atomic_write_text
-    from flashsim.validation import check_choice, check_int, check_real
+    from flashsim.validation import check_choice, check_int
     from scale.learner.model import load_pretrained
     from scale.rollouts.prompts import load_demonstrations
+    from scale.run.config import BUILTIN_WARMUP_STEPS, WarmupConfig
     from scale.run.warmup import warmup
 
-    check_int("--steps", args.steps, low=1)
-    check_int("--batch-size", args.batch_size, low=1)
-    check_real("--learning-rate", args.learning_rate, low=0.0, low_inclusive=False)
+    settings = load(WarmupConfig, None, (), flag_assignments(args, args.warmup_paths))  # the YAML path's checks
+    steps = BUILTIN_WARMUP_STEPS if settings.steps is None else settings.steps
+    check_int("--steps", steps, low=1)
     check_int("--seed", args.seed, low=0)
     check_choice("--dtype", args.dtype, ("float32", "bfloat16", "float64"))
     out = Path(args.out)
@@ -139,16 +137,16 @@ def warmup_command(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--out {str(args.out)!r} already exists and is not an empty directory; choose a new one")
     demonstrations = load_demonstrations(args.data)
     model, tokenizer = load_pretrained(args.model, dtype=args.dtype)
-    bar = ProgressBar(args.steps, description="warm-up", unit="step", enabled=not args.no_progress)
-    losses = warmup(model, tokenizer, demonstrations, steps=args.steps, batch_size=args.batch_size,
-                    lr=args.learning_rate, rng=np.random.default_rng(args.seed),
+    bar = ProgressBar(steps, description="warm-up", unit="step", enabled=not args.no_progress)
+    losses = warmup(model, tokenizer, demonstrations, steps=steps, batch_size=settings.batch_size,
+                    lr=settings.learning_rate, rng=np.random.default_rng(args.seed),
                     callback=lambda step, loss: bar.advance(loss=f"{loss:.3f}"))
     bar.close()
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.hf.save_pretrained(out)
-    report = {"model": args.model, "data": args.data, "demonstrations": len(demonstrations), "steps": args.steps,
-              "batch_size": args.batch_size, "learning_rate": args.learning_rate, "seed": args.seed,
+    report = {"model": args.model, "data": args.data, "demonstrations": len(demonstrations), "steps": steps,
+              "batch_size": settings.batch_size, "learning_rate": settings.learning_rate, "seed": args.seed,
               "loss_first": losses[0], "loss_last": losses[-1]}
     atomic_write_text(out / "warmup.json", json.dumps(report, indent=2) + "\n")
     return report

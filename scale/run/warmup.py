@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 from flashsim.storage import load_checkpoint, save_checkpoint
-from flashsim.validation import check_int, check_real
 from scale.learner.learner import pack, policy_log_probs
 from scale.rollouts.prompts import PromptExample
 from scale.rollouts.tokenizer import Tokenizer
 from scale.rollouts.tools import OUTPUT_CLOSE, OUTPUT_OPEN
 from scale.rollouts.trajectory import Trajectory
+from scale.run.config import WarmupConfig
 
 RAMP_FRACTION = 0.05
 """Share of the warm-up steps over which the learning rate ramps up (Adam is unstable at full lr from step 0)."""
@@ -75,9 +75,7 @@ def warmup(
     each step (e.g. a progress bar). ``scorer``: the learner's FSDP-sharded scorer, through whose forward
     a sharded model must be run (``None``: :func:`policy_log_probs` on ``model``).
     """
-    check_int("steps", steps, low=0)
-    check_int("batch_size", batch_size, low=1)
-    check_real("lr", lr, low=0.0, low_inclusive=False)
+    WarmupConfig(steps=steps, batch_size=batch_size, learning_rate=lr)  # the checks of warmup.* in the YAML
     if steps == 0:  # nothing to train on: prompt files without demonstrations are fine
         return []
     demos = [demonstration(e, tokenizer) for e in examples]

@@ -138,3 +138,17 @@ def test_a_checkpoint_whose_optimizer_state_does_not_belong_to_its_weights_is_re
     save_checkpoint(path, state)
     with pytest.raises(ValueError, match="do not belong together"):
         Trainer(config(3), resume=True).run()
+
+
+@pytest.mark.parametrize("rate", ["5", "0"])
+def test_the_warmup_command_refuses_a_learning_rate_the_yaml_refuses(rate, tmp_path, capsys):
+    """``--learning-rate`` is WarmupConfig's field (its check and help), so the command and ``warmup.learning_rate``
+    in a YAML file refuse the same values with the same words, before any model or data is read."""
+    with pytest.raises(ValueError) as from_yaml:
+        load_config(None, [f"warmup.learning_rate={rate}"])
+    status = main(["warmup", "--model", str(tmp_path / "none"), "--data", str(tmp_path / "none.jsonl"),
+                   "--out", str(tmp_path / "out"), "--learning-rate", rate, "--no-progress"])
+    assert status == 2
+    message = capsys.readouterr().err.strip()
+    assert message == "error: " + str(from_yaml.value).replace("warmup.learning_rate", "learning_rate")
+    assert not (tmp_path / "out").exists()

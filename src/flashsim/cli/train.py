@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from flashsim.config import add_flags, directory_argument, field_docs, flag_assignments, load
+from flashsim.losses.options import FLASH_REINFORCE_OPTIONS, GRPO_OPTIONS
 from flashsim.losses.registry import LOSSES
 from flashsim.outputs import LOGGERS
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
@@ -27,6 +28,11 @@ from flashsim.sim.simulation import CHECKPOINT, load_state, train
 from flashsim.storage import jsonable
 
 _NAMES = {"algorithm.learning_rate": ("--lr", "--learning-rate")}
+LOSS_OPTION_FLAGS = {name: tuple(loss for loss, table in (("flash_reinforce_loss", FLASH_REINFORCE_OPTIONS),
+                                                        ("grpo_loss", GRPO_OPTIONS)) if name in table)
+                     for name in {**FLASH_REINFORCE_OPTIONS, **GRPO_OPTIONS}}
+"""Option name → the loss functions whose option table declares it: one flag each (``--delta`` is δ), read from the
+tables in :mod:`flashsim.losses.options`, so a loss option has one spelling here and one check, its table's."""
 _WORKER_ONLY = ("max_queued", "crash_prob", "restart_time")
 """Fields of :class:`AsyncWorkers` with their own flags (``--lag workers:N[:sync]`` sets the others)."""
 
@@ -45,8 +51,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a YAML file of TrainConfig keys (applied after --algo, before --set and flags)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key (repeatable), e.g. --set algorithm.loss_options.clip_eps=0.1")
-    parser.add_argument("--delta", default=None, metavar="FLOAT",
-                        help="gate threshold δ of the loss (sets algorithm.loss_options.delta)")
+    for name, losses in LOSS_OPTION_FLAGS.items():  # --delta, --clip-eps, ...: the losses' option tables, one flag each
+        parser.add_argument("--" + name.replace("_", "-"), dest=f"loss_option_{name}", default=None, metavar="VALUE",
+                            help=f"option {name} of {' and '.join(losses)} (sets algorithm.loss_options.{name}; "
+                                 "checked by the loss's option table)")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--logger", choices=LOGGERS, default=None,
@@ -66,8 +74,8 @@ def build_config(args: argparse.Namespace, base: TrainConfig | None = None) -> T
     if args.algo is not None:
         config = replace(config, algorithm=AlgorithmConfig.for_loss(args.algo))
     flags = flag_assignments(args, args.config_paths)
-    if args.delta is not None:
-        flags.append(("algorithm.loss_options.delta", args.delta, True))
+    flags += [(f"algorithm.loss_options.{name}", getattr(args, f"loss_option_{name}"), True)
+              for name in LOSS_OPTION_FLAGS if getattr(args, f"loss_option_{name}") is not None]
     return load(TrainConfig, args.config, args.set, flags, base=config)
 
 
