@@ -26,7 +26,6 @@ DISCUSSIONS = sorted(path for page in PAGES
                      for path in (ROOT / page.path.replace("results.md", "results") / "discussion").glob("*.md"))
 NOT_YET_BOUND = {
     "docs/follow-ups/results/discussion/C1mech.md", "docs/follow-ups/results/discussion/C1size.md",
-    "docs/follow-ups/results/discussion/intro.md",
     *(f"docs/full-budget/results/discussion/{name}.md" for name in ("C1", "C2", "C3", "C4", "C5", "C7", "C8", "C9",
                                                                      "intro")),
     *(f"docs/transformer/results/discussion/{name}.md" for name in ("C2", "C2collapse", "C4", "C9", "C9collapse",
@@ -81,7 +80,8 @@ def test_a_typed_result_in_a_discussion_is_found(typed):
 
 def test_settings_and_references_are_not_typed_results():
     text = ("At lr 0.03 and L = 8 with 32 × 4, the smallest effect of 0.01 and 0.9 of the optimum, "
-            "{{ quick:C3 times }} against {{ article:length_factor }}; commit 3b86649, seeds 10–19, `a 0.5 code`.")
+            "{{ quick:C3 times }} against {{ article:length_factor }}; commit 3b86649, seeds 10–19, `a 0.5 code`; "
+            "rollouts to 0.6 and 0.7 of the optimum; the grid 0.1–3 was extended to 0.03.")
     assert numbers_outside_references(text) == []
 
 
@@ -89,6 +89,12 @@ def test_a_cross_page_reference_reads_the_other_pages_store(stores):
     full = json.loads((ROOT / "docs/full-budget/results/C3/summary.json").read_text())["primary"]["ratio"]
     expected = f"{full['mean']:.2f}× [{full['low']:.2f}, {full['high']:.2f}]"
     assert render_references("{{ full:C3 times }}", stores) == expected
+
+
+def test_a_point_is_the_difference_without_its_interval(stores):
+    difference = render_references("{{ follow-ups:C1mech#auc:flash_depth/grpo_nostd difference }}", stores)
+    point = render_references("{{ follow-ups:C1mech#auc:flash_depth/grpo_nostd point }}", stores)
+    assert difference.startswith(point + " [") and "[" not in point
 
 
 def test_an_exploratory_verdict_renders_exploratory_with_its_holm_p(stores):

@@ -51,6 +51,8 @@ FIELDS = {
     "verdict": "the verdict; a primary's final one after Holm, an exploratory one with 'exploratory' and its Holm p",
     "difference": "the mean difference (arm − baseline) with its sign and 95 % interval",
     "-difference": "the same difference negated (baseline − arm), for a sentence that names the baseline first",
+    "point": "the mean difference alone, with its sign (for a sentence that gives its interval elsewhere or not at "
+             "all)",
     "magnitude": "the difference's size without its sign (its interval turned with it), for a sentence that says "
                  "which arm is ahead in words",
     "ratio": "the factor with its 95 % interval",
@@ -178,6 +180,8 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         return _verdict(result, primary)
     if name in ("difference", "-difference"):
         return _signed(result["difference"], -1 if name.startswith("-") else 1, 3 if digits is None else digits)
+    if name == "point":
+        return _signed(result["difference"], 1, 3 if digits is None else digits).split(" [")[0]
     if name == "magnitude":
         difference = result["difference"]
         return _signed(difference, -1 if difference["mean"] < 0 else 1, 3 if digits is None else digits).lstrip("+")
@@ -267,7 +271,7 @@ def numbers_outside_references(text: str) -> list[str]:
     found = []
     for pattern in RESULT_NUMBERS:
         for match in pattern.finditer(text):
-            before, after = text[max(0, match.start() - 30):match.start()].lower(), text[match.end():match.end() + 20]
+            before, after = text[max(0, match.start() - 30):match.start()].lower(), text[match.end():match.end() + 30]
             if SETTING_BEFORE.search(before) or SETTING_AFTER.match(after.lower()):
                 continue
             found.append(match.group().strip())
@@ -275,10 +279,13 @@ def numbers_outside_references(text: str) -> list[str]:
 
 
 SETTING_BEFORE = re.compile(r"(?:\blr|learning rate|smallest effect(?: of)?|[σδεLHGBm] [=≤≥<>]|seeds?|grid|threshold|"
-                            r"claimed size|pre-registered|error rate|against|within|level)\s*(?:±|of )?\s*$")
+                            r"claimed size|pre-registered|error rate|against|within|level|grid [\d.–]+ was extended to)"
+                            r"\s*(?:±|of )?\s*$")
 """Words just before a number that make it a setting of the design (``lr 0.03``, ``the smallest effect of 0.01``)."""
-SETTING_AFTER = re.compile(r"\s*(?:of (?:the|its) optimum|nats? of entropy|×?\s*\(?(?:flashsim's|pre-registered))")
-"""Words just after a number that make it a setting (``0.9 of the optimum``, ``2× (flashsim's pre-registered)``)."""
+SETTING_AFTER = re.compile(r"\s*(?:(?:and \d+(?:\.\d+)? )?of (?:the|its) optimum|nats? of entropy|"
+                           r"×?\s*\(?(?:flashsim's|pre-registered))")
+"""Words just after a number that make it a setting (``0.9 of the optimum``, ``0.6 and 0.7 of the optimum``,
+``2× (flashsim's pre-registered)``)."""
 
 
 RESULT_NUMBERS = (
