@@ -106,7 +106,7 @@ def markdown(report: dict) -> str:
               f"{c.get('replay_rounding_noise', float('nan')):.1e}); "
               f"last update lost: {c.get('replay_last_update_lost_diff', 0):.1e}, "
               f"repeated: {c.get('replay_last_update_repeated_diff', 0):.1e} (the smallest over the windows)."
-              f"{_full_replay(c)} Verdict: {verdict}."]
+              f"{_full_replay_words(c)} Verdict: {verdict}."]
     return "\n".join(lines)
 
 
@@ -123,7 +123,7 @@ def _digests(c: dict) -> str:
     return f"State digests (weights, optimizer state, schedule): the chain from the final checkpoint {found}."
 
 
-def _full_replay(c: dict) -> str:
+def _full_replay_words(c: dict) -> str:
     """The whole-run replay (``--full-replay``), if it ran: for comparison, not part of the verdict."""
     f = c.get("full_replay")
     if not f:

@@ -220,3 +220,19 @@ def test_weights_rolled_back_between_two_updates_fail_the_digest_checks(tmp_path
     run.train(1)
     checks = _checks(soak, tmp_path, run)
     assert not checks["per_attempt_once"] and not checks["digest_chain"], checks
+
+
+def test_the_report_reads_the_digest_checks_and_the_whole_run_replay_in_words():
+    soak = _soak_module()
+    checks = {"passed": True, "updates": 3, "trajectories": 48, "discarded_entries": 0, "checkpoint_digest": True,
+              "digest_chain": True, "resumes_verified": True, "starts_on_chain": True, "per_attempt_once": True,
+              "violations": [], "replay_windows": 1, "replay_window_updates": 10, "replay_max_abs_diff": 1e-15,
+              "replay_tolerance": 1e-12, "replay_rounding_noise": 1e-15, "replay_last_update_lost_diff": 1e-3,
+              "replay_last_update_repeated_diff": 1e-3,
+              "full_replay": {"max_abs_diff": 0.1, "tolerance": 1e-8, "rounding_noise": 1e-9, "matches": False}}
+    report = {"checks": checks, "faults": [], "seconds": 1.0, "attempts": 2, "leftover_processes_killed": 0,
+              "median_update_s": 0.2}
+    text = soak.markdown(report)
+    assert "holds updates 1..3 once each" in text and "would fail" in text and "nothing lost or repeated" in text
+    checks["digest_chain"], checks["passed"] = False, False
+    assert "FAILS" in soak.markdown(report) and "CHECKS FAILED" in soak.markdown(report)
