@@ -179,6 +179,9 @@ def test_a_new_loss_option_is_its_parameter_plus_one_table_row_and_reaches_the_l
     args = ["train", "--env", "bandit", "--updates", "1", "--no-progress"]
     assert main([*args, "--set", "algorithm.loss_options.advantage_scale=2.5", "--out", str(tmp_path / "a")]) == 0
     assert received and set(received) == {2.5}  # every loss call of the run got the configured value
+    received.clear()  # the row is also a flag of flashsim train, generated from the table
+    assert main([*args, "--advantage-scale", "0.5", "--out", str(tmp_path / "flag")]) == 0
+    assert received and set(received) == {0.5}
 
     # The row's check guards every entry point, as for a built-in option: nothing is written.
     assert main([*args, "--set", "algorithm.loss_options.advantage_scale=-1", "--out", str(tmp_path / "b")]) == 2
