@@ -80,7 +80,7 @@ def test_a_typed_result_in_a_discussion_is_found(typed):
 def test_settings_and_references_are_not_typed_results():
     text = ("At lr 0.03 and L = 8 with 32 × 4, the smallest effect of 0.01 and 0.9 of the optimum, "
             "{{ quick:C3 times }} against {{ article:length_factor }}; commit 3b86649, seeds 10–19, `a 0.5 code`; "
-            "rollouts to 0.6 and 0.7 of the optimum; the grid 0.1–3 was extended to 0.03.")
+            "rollouts to 0.6 and 0.7 of the optimum; the grid 0.1–3 was extended to 0.03; within 0.01 of 0.")
     assert numbers_outside_references(text) == []
 
 
@@ -94,6 +94,12 @@ def test_a_point_is_the_difference_without_its_interval(stores):
     difference = render_references("{{ follow-ups:C1mech#auc:flash_depth/grpo_nostd difference }}", stores)
     point = render_references("{{ follow-ups:C1mech#auc:flash_depth/grpo_nostd point }}", stores)
     assert difference.startswith(point + " [") and "[" not in point
+
+
+def test_a_value_is_the_arms_mean_without_its_interval(stores):
+    mean = render_references("{{ full:C8#drawdown:lag4/no_gate_lag4 mean:lag0 }}", stores)
+    value = render_references("{{ full:C8#drawdown:lag4/no_gate_lag4 value:lag0 }}", stores)
+    assert mean.startswith(value + " [") and "[" not in value
 
 
 def test_an_exploratory_verdict_renders_exploratory_with_its_holm_p(stores):

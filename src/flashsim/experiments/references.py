@@ -63,6 +63,7 @@ FIELDS = {
     "pairs": "the number of complete seed pairs",
     "ahead": "in how many of the seed pairs the arm is ahead in the comparison's direction ('k of n')",
     "mean:ARM": "an arm's mean with its 95 % interval in the comparison's metric and setting",
+    "value:ARM": "the same mean alone, without its interval",
     "collapsed:ARM": "a collapse test's count of collapsed runs of an arm ('k/n'; @SETTING the setting)",
     "fisher": "a collapse test's Fisher p at the setting (the confirmatory arm's, ':ARM' for another's)",
 }
@@ -201,10 +202,12 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         return str(result["pairs"])
     if name == "ahead":
         return _ahead(stores.rows(family, claim, "per_seed.csv"), comparison, setting)
-    if name == "mean":
+    if name in ("mean", "value"):
         row = next(r for r in stores.rows(family, claim, "means.csv") if
                    (r["knob"], r["arm"], r["metric"]) == (setting, argument, comparison["metric"]))
         places = 3 if digits is None else digits
+        if name == "value":
+            return fmt(float(row["mean"]), places)
         low, high = fmt(float(row["low"]), places), fmt(float(row["high"]), places)
         return f"{fmt(float(row['mean']), places)} [{low}, {high}]"
     raise ValueError(f"reference field must be one of {', '.join(FIELDS)}; got {field!r}")
@@ -294,7 +297,7 @@ RESULT_NUMBERS = (
     re.compile(r"(?<![\w.])[−+-]\d[\d,]*(?![\w.,]*\d)"),  # a signed count: −552
     re.compile(r"(?<![\w.])\d[\d.,]*\s?[×%]"),  # a factor or a percentage: 1.09×, 36 %
     re.compile(r"\bp\s*[=<>≤]\s*\d"),  # a p
-    re.compile(r"\b\d+ (?:of|out of) (?:the )?\d+\b"),  # a count of seeds: 18 of 20
+    re.compile(r"(?<![\d.])\b\d+ (?:of|out of) (?:the )?\d+\b"),  # a count of seeds: 18 of 20 (not "0.01 of 0")
     re.compile(r"\b\d+/\d+\b"),  # a count of runs: 3/30
 )
 """What counts as a typed result number in a discussion (:func:`numbers_outside_references`)."""
