@@ -71,6 +71,7 @@ def test_every_reference_in_a_discussion_resolves(path, stores):
     "GRPO was slower in 18 of 20 seeds.",  # a count of seeds
     "The token-local gate collapsed in 3/30 runs.",  # a count of runs
     "Lag 4 costs 0.027 in area.",  # a bare value
+    "GRPO's lowest final count is 0.95.",  # a value that ends a sentence
     "Token-mean is 36 % longer.",  # a percentage
 ])
 def test_a_typed_result_in_a_discussion_is_found(typed):

@@ -292,7 +292,7 @@ SETTING_AFTER = re.compile(r"\s*(?:(?:and \d+(?:\.\d+)? )?of (?:the|its) optimum
 
 
 RESULT_NUMBERS = (
-    re.compile(r"(?<![\w.=≈])[−-]?\d+\.\d+(?![\w.])(?!e-)"),  # a decimal: 0.41, −0.011
+    re.compile(r"(?<![\w.=≈])[−-]?\d+\.\d+(?![\w])(?!\.\d)(?!e-)"),  # a decimal: 0.41, −0.011, one ending a sentence
     re.compile(r"\[\s*[−+-]?[\d.,]+\s*,\s*[−+-]?[\d.,]+\s*\]"),  # an interval
     re.compile(r"(?<![\w.])[−+-]\d[\d,]*(?![\w.,]*\d)"),  # a signed count: −552
     re.compile(r"(?<![\w.])\d[\d.,]*\s?[×%]"),  # a factor or a percentage: 1.09×, 36 %
