@@ -51,6 +51,7 @@ def test_train_reports_bad_usage_as_errors_with_exit_code_two(tmp_path, capsys):
     assert "nothing to resume" in capsys.readouterr().err
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_metrics_rows_after_sigkill_and_resume_are_neither_lost_nor_duplicated(tmp_path):
     """Nor the TensorBoard scalars of the killed run, which logs them too (the metrics files stay the record).

@@ -142,6 +142,7 @@ def _run_tiny_here(out: Path, monkeypatch) -> None:
         exec(compile(_TINY, "<tiny>", "exec"), {"__name__": "__tiny__"})
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_the_driver_resumes_after_sigkill_with_the_same_cells_as_a_clean_run(tmp_path, monkeypatch):
     """The killed driver is a process killed by its PID; the clean run and the resume run in this process."""

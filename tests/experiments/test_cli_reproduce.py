@@ -58,6 +58,7 @@ def test_reproduce_smoke_prints_verdicts_and_writes_the_report(smoke_run):
     assert (root / "docs" / "results" / "C4" / "C4.png").exists()
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_a_sweep_killed_with_sigkill_resumes_to_the_same_files(smoke_run, tmp_path):
     """The killed sweep is a ``python -m flashsim`` process group with two workers; the resume (not about the

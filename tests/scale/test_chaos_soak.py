@@ -30,6 +30,7 @@ def _soak_module():
 
 
 @pytest.mark.slow
+@pytest.mark.fault
 def test_a_chaos_soak_with_an_engine_and_a_learner_kill_loses_and_repeats_nothing(tmp_path):
     """Long (three launches of a 2-rank torchrun job with Ray actors, then four replays): a whole soak in small.
 

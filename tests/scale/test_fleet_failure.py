@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 from scale.testing import engine_actor_pids  # noqa: E402
 from tests.scale.fleet_drill import FAIL_FILE  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 ROOT = Path(__file__).resolve().parents[2]
 UPDATES = 20

@@ -71,6 +71,7 @@ def test_an_fsdp_run_matches_the_ddp_run(fsdp_rows, tmp_path):
     assert fsdp["grad/norm"] == pytest.approx(ddp["grad/norm"], rel=1e-5)
 
 
+@pytest.mark.fault
 def test_an_fsdp_run_killed_resumes_with_each_row_once_and_then_on_one_rank(tmp_path):
     out, updates = tmp_path / "run", 6
     process = subprocess.Popen(_command(out, 2, f"train.updates={updates}", "learner.parallel=fsdp"), cwd=ROOT,

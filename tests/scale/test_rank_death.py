@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 from scale.testing import descendants, environment, free_port  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 ROOT = Path(__file__).resolve().parents[2]
 UPDATES = 6

@@ -36,6 +36,7 @@ def _dead_address() -> str:
     return f"127.0.0.1:{free_port()}"  # a port that was free a moment ago: nothing listens there
 
 
+@pytest.mark.fault
 @pytest.mark.slow
 def test_a_stale_cluster_record_does_not_stall_a_ray_run(tmp_path):
     pytest.importorskip("ray")

@@ -14,7 +14,7 @@ from tests.event_files import raw_scalars
 
 pytest.importorskip("transformers")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.fault]
 
 ROOT = Path(__file__).resolve().parents[2]
 UPDATES = 10

@@ -61,6 +61,7 @@ def test_the_arms_of_a_seed_share_one_warmup_and_start_from_the_same_evaluation(
         assert starts[0]["tool_calls"][0] == starts[1]["tool_calls"][0]
 
 
+@pytest.mark.fault
 def test_a_sweep_killed_mid_run_resumes_with_no_cell_lost_or_run_twice(straight, tmp_path):
     """The killed sweep starts from the straight one's warm-ups (a warm-up is keyed by its settings and seed, so
     it is the same file): the kill and the resume are about cells, and the warm-ups cost a process ~6 s."""

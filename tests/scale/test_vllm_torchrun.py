@@ -81,6 +81,7 @@ def _rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+@pytest.mark.fault
 def test_an_fsdp_run_with_the_vllm_engine_samples_each_update_s_weights_and_resumes_after_sigkill(tmp_path):
     out, updates = tmp_path / "run", 6
     process = _start(_command(out, f"train.updates={updates}", "learner.parallel=fsdp"), tmp_path / "killed.log")
