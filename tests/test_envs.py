@@ -359,9 +359,10 @@ def test_toy_envs_imports_no_torch_and_of_flashsim_only_its_argument_validator()
     code = "import sys, toy_envs; print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'flashsim')))"
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     # flashsim.validation re-exports the checks of flashsim.losses.checks; the losses' package imports its
-    # standard-library vocabulary (options) and loads its torch modules only on first use.
+    # standard-library vocabulary (options) and loads its torch modules only on first use; flashsim's __init__ registers
+    # the moved-module finder (flashsim.moved, standard library only).
     assert output.strip() == ("['flashsim', 'flashsim.losses', 'flashsim.losses.checks', 'flashsim.losses.options', "
-                              "'flashsim.validation']")
+                              "'flashsim.moved', 'flashsim.validation']")
 
 
 @pytest.mark.parametrize("module", [toy_envs, core, tables, prompt_bandit, reasoning_chain, tool_gridworld])

@@ -48,8 +48,10 @@ def test_narrowed_shards_expose_a_per_shard_width_normaliser():
     right = check_loss(_seq_mean_token_sum_loss(False), algorithm="grpo", aggregation="constant:32",
                        estimator="group_mean", invariants=["shards"], max_examples=EXAMPLES)
     assert right.passed, str(right)
+    # 100, not 30: the search is derandomised from its own code, so its example order moves whenever the checker's
+    # source does; 30 examples found the narrowed shard by luck and stopped finding it after an unrelated edit.
     wrong = check_loss(_seq_mean_token_sum_loss(True), algorithm="grpo", aggregation="seq_mean_token_sum_norm",
-                       estimator="group_mean", invariants=["shards"], max_examples=30)
+                       estimator="group_mean", invariants=["shards"], max_examples=100)
     assert wrong["shards"].failed and "narrowed to their longest row = True" in wrong["shards"].counterexample
 
 
