@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_cluster")]  # the session's cluster (conftest.py)
 
 
+@pytest.mark.fault
 def test_an_engine_crash_is_survived_with_every_prompt_delivered_once_from_current_weights(tokenizer):
     from scale.learner.model import build_tiny_model
     from scale.rollouts import SamplingParams
