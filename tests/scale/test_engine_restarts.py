@@ -11,7 +11,8 @@ import pytest
 pytest.importorskip("transformers")
 torch = pytest.importorskip("torch")
 
-pytestmark = [pytest.mark.slow, pytest.mark.fault, pytest.mark.usefixtures("ray_cluster")]  # the session's cluster (conftest.py)
+# The session's Ray cluster (conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.fault, pytest.mark.usefixtures("ray_cluster")]
 
 RESTART_FACTOR = 3.0
 """Kill → replacement delivering must take at most this many times the fleet's own cold start, measured in the same
