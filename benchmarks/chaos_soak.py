@@ -300,7 +300,7 @@ def ledgered_trainer(base: type, ledger: Ledger) -> type:
             save_sharded(str(ledger.folder / name), self.parts.model, self.parts.optimizer)
             if self.is_main:
                 ledger.write(f"{name}.pt", {"update": version, "digest": digest,
-                                            "scheduler": self.parts.scheduler.state_dict()})
+                                            "scheduler": self.parts.learner.scheduler.state_dict()})
 
     return LedgeredTrainer
 
@@ -628,7 +628,7 @@ def check(out: Path, updates: int, sets: tuple[str, ...] = SETS, full_replay: bo
     parts, state = _checkpoint_parts(out, sets)
     recorded = state.get("digest")
     p = parts
-    final_digest = state_digest(p.model, p.optimizer, p.scheduler, p.learner.version)
+    final_digest = state_digest(p.model, p.optimizer, p.learner.scheduler, p.learner.version)
     checks: dict[str, Any] = {"updates": updates, "ledger_entries": len(entries),
                               "checkpoint_digest": final_digest == recorded,
                               "violations": sorted(x.name for x in (out / LEDGER).glob("violation-*.json"))}
@@ -667,7 +667,7 @@ def _load_state(parts: Any, path: str, scheduler: dict, version: int) -> None:
     from scale.learner.sharding import load_sharded
 
     load_sharded(path, parts.model, parts.optimizer)
-    parts.scheduler.load_state_dict(scheduler)
+    parts.learner.scheduler.load_state_dict(scheduler)
     parts.learner.version = version
 
 
@@ -684,14 +684,13 @@ def _checkpoint_parts(out: Path, sets: tuple[str, ...]) -> tuple[Any, dict]:
 
 
 def _step(parts: Any, entry: dict) -> None:
-    """One recorded update applied to ``parts`` (the learner step, then the schedule, as the run does)."""
+    """One recorded update applied to ``parts``: the learner's step, its schedule's step within it, as in the run."""
     from scale.rollouts.trajectory import Rollout, Trajectory
 
     rollouts = [Rollout(Trajectory(r["prompt_ids"], r["token_ids"], r["action_mask"], r["log_probs"],
                                    r["finish_reason"], r["version"], r["num_tool_calls"]), None, r["reward"],
                         r["group_id"], "") for r in entry["rollouts"]]
     parts.learner.step(rollouts)
-    parts.scheduler.step()
 
 
 def _distance(a: dict, b: dict) -> float:
@@ -727,8 +726,8 @@ def _replay_windows(chain: list[dict], snapshots: list[dict], sets: tuple[str, .
         first, last = on_chain[start], on_chain[end]
         _load_state(parts, first["path"], first["scheduler"], start)
         _load_state(target, last["path"], last["scheduler"], end)
-        exact &= state_digest(parts.model, parts.optimizer, parts.scheduler, start) == first["digest"]
-        exact &= state_digest(target.model, target.optimizer, target.scheduler, end) == last["digest"]
+        exact &= state_digest(parts.model, parts.optimizer, parts.learner.scheduler, start) == first["digest"]
+        exact &= state_digest(target.model, target.optimizer, target.learner.scheduler, end) == last["digest"]
         rows.append({"start": start, "end": end, **_replay_window(parts, chain[start:end], _weights(target))})
     tolerance = max(r["tolerance"] for r in rows)
     return {"replay_windows": len(rows), "replay_window_updates": REPLAY_WINDOW, "replay_snapshots_exact": exact,
@@ -743,7 +742,7 @@ def _replay_windows(chain: list[dict], snapshots: list[dict], sets: tuple[str, .
 
 def _replay_window(parts: Any, entries: list[dict], target: dict) -> dict:
     """One window (see :func:`_replay_windows`) from the state in ``parts``, which it leaves unchanged."""
-    start = SimpleNamespace(learner=parts.learner, scheduler=parts.scheduler)
+    start = SimpleNamespace(learner=parts.learner)  # the learner holds its optimizer and schedule
     mixed = [i for i, e in enumerate(entries) if len({r["reward"] for r in e["rollouts"]}) > 1]
     k = mixed[-1] if mixed else len(entries) - 1  # the last update with a gradient (mixed rewards)
 

@@ -163,6 +163,9 @@ class Learner:
         activation_checkpointing: recompute each decoder block in the backward pass.
         mixed_precision: FSDP only: bfloat16 parameters and compute, float32 gradient reduction.
         cpu_offload: FSDP only: keep the parameter and optimizer shards in CPU memory.
+        lr_schedule: the learning rate's multiplier after ``k`` updates, ``k ↦ factor`` (torch's ``LambdaLR``),
+            stepped by :meth:`step` after each optimizer step; ``None``: the optimizer's rate throughout. The
+            learner owns the schedule so that one call, :meth:`step`, is one whole update.
     """
 
     def __init__(
@@ -170,7 +173,7 @@ class Learner:
         loss_options: dict[str, Any] | None = None, temperature: float = 1.0, microbatch_size: int | None = None,
         chunk_size: int = 512, max_grad_norm: float | None = 1.0, max_tokens: int | None = None,
         data_parallel: bool = False, parallel: str = "ddp", activation_checkpointing: bool = False,
-        mixed_precision: bool = False, cpu_offload: bool = False,
+        mixed_precision: bool = False, cpu_offload: bool = False, lr_schedule: Callable[[int], float] | None = None,
     ) -> None:
         if parallel not in PARALLEL:
             raise ValueError(f"parallel must be one of {list(PARALLEL)}; got {parallel!r}")
@@ -199,6 +202,8 @@ class Learner:
             self.scorer = torch.nn.parallel.DistributedDataParallel(self.scorer)
         self.optimizer = (optimizer if isinstance(optimizer, torch.optim.Optimizer)
                           else optimizer(model.parameters()))
+        self.scheduler = (torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_schedule)
+                          if lr_schedule is not None else None)
 
     @property
     def local_scorer(self) -> torch.nn.Module:
@@ -255,6 +260,8 @@ class Learner:
         num_tokens = batch_info.num_tokens
         grad_norm = self._clip_gradients()
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         self.version += 1
         return {"loss/policy": loss_sum, "grad/norm": grad_norm, "policy/entropy": entropy_sum / num_tokens,
                 **_merge_stats(parts, tokens)}

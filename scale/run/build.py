@@ -54,8 +54,7 @@ class Parts:
     test_examples: list[PromptExample]
     settings: RolloutSettings
     optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LambdaLR
-    learner: Learner
+    learner: Learner  # owns the learning-rate schedule (learner.scheduler), stepped by learner.step
     stream: PromptStream
     group_counter: itertools.count
     engines: list[RolloutEngine]
@@ -86,15 +85,14 @@ def build(config: Config) -> Parts:
     eval_engine = TransformersEngine(model, tokenizer, seed=config.seed + EVAL_SEED_OFFSET,
                                      max_batch_size=config.eval.batch_size, device=config.model.device)
     lc = config.learner
+    ramp = max(t.lr_warmup_updates, 1)
     learner = Learner(model, functools.partial(torch.optim.AdamW, lr=t.learning_rate, weight_decay=t.weight_decay),
                       loss_name=t.loss, loss_options=t.loss_options, temperature=r.temperature,
                       microbatch_size=t.microbatch_size, chunk_size=t.chunk_size, max_grad_norm=t.max_grad_norm,
                       max_tokens=r.max_new_tokens, data_parallel=data_parallel, parallel=lc.parallel,
                       activation_checkpointing=lc.activation_checkpointing, mixed_precision=lc.mixed_precision,
-                      cpu_offload=lc.cpu_offload)
-    ramp = max(t.lr_warmup_updates, 1)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(learner.optimizer, lambda k: min(1.0, (k + 1) / ramp))
-    return Parts(model, tokenizer, train_examples, test_examples, settings, learner.optimizer, scheduler, learner,
+                      cpu_offload=lc.cpu_offload, lr_schedule=lambda k: min(1.0, (k + 1) / ramp))
+    return Parts(model, tokenizer, train_examples, test_examples, settings, learner.optimizer, learner,
                  PromptStream(train_examples, seed=config.seed), itertools.count(), engines, eval_engine,
                  data_parallel)
 

@@ -184,7 +184,6 @@ class Trainer:
             lag = lag_metrics(rollouts, p.learner.version)
             step_started = time.perf_counter()
             stats = p.learner.step(shard(rollouts, rank(), world_size()) if p.data_parallel else rollouts)
-            p.scheduler.step()
             weights = p.learner.weights()
             if source is not None:
                 source.publish(weights, p.learner.version)
@@ -192,7 +191,7 @@ class Trainer:
             k = p.learner.version
             row = {"update": k, **_rollout_metrics(rollouts), **lag, **info, **stats,
                    "time/learn_s": time.perf_counter() - step_started,
-                   "time/elapsed_s": time.perf_counter() - rl_started, "optim/lr": p.scheduler.get_last_lr()[0],
+                   "time/elapsed_s": time.perf_counter() - rl_started, "optim/lr": p.learner.scheduler.get_last_lr()[0],
                    "learner/ranks": float(world_size() if p.data_parallel else 1)}
             if k % c.eval.every == 0 or k == c.train.updates:
                 row.update(self.timed_evaluate())
@@ -215,7 +214,7 @@ class Trainer:
         """The exact digest of the learner's state (weights, optimizer state, schedule, version): see
         :mod:`scale.learner.digest`. A collective with data-parallel learners: every rank calls it."""
         p = self.parts
-        return state_digest(p.model, p.optimizer, p.scheduler, p.learner.version)
+        return state_digest(p.model, p.optimizer, p.learner.scheduler, p.learner.version)
 
     def write(self, row: dict[str, Any]) -> None:
         """Append a metrics row (rank 0 first draws ``curves.png`` when :meth:`_plot_due`, timed in the row)."""
@@ -276,7 +275,7 @@ class Trainer:
                    {"model": p.model.state_dict(), "optimizer": p.optimizer.state_dict()})
         return {
             "config": to_dict(self.config), "version": p.learner.version, **learner,
-            "scheduler": p.scheduler.state_dict(),
+            "scheduler": p.learner.scheduler.state_dict(),
             "stream": p.stream.state_dict(), "next_group_id": next(p.group_counter),
             "engine_generators": [_generator(e).get_state() if _generator(e) else None for e in p.engines],
             "torch_rng": torch.get_rng_state(), "summary": dict(self.summary),
@@ -313,7 +312,7 @@ class Trainer:
         else:
             p.model.load_state_dict(state["model"])
             p.optimizer.load_state_dict(state["optimizer"])
-        p.scheduler.load_state_dict(state["scheduler"])
+        p.learner.scheduler.load_state_dict(state["scheduler"])
         p.learner.version = self.last_checkpoint = state["version"]
         p.stream.load_state_dict(state["stream"])
         p.group_counter = itertools.count(state["next_group_id"])

@@ -82,8 +82,8 @@ class _TinyTrainer:
         model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)).double()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: min(1.0, (k + 1) / 4))
-        learner = SimpleNamespace(version=0, step=self._step)
-        self.parts = SimpleNamespace(model=model, optimizer=optimizer, scheduler=scheduler, learner=learner)
+        learner = SimpleNamespace(version=0, step=self._step, scheduler=scheduler)  # the learner owns the schedule
+        self.parts = SimpleNamespace(model=model, optimizer=optimizer, learner=learner)
         self.is_main, self.resumed_digest, self._digest = True, None, state_digest
 
     def _step(self, rollouts: list) -> dict:
@@ -91,12 +91,13 @@ class _TinyTrainer:
         p.optimizer.zero_grad()
         p.model(torch.full((2, 3), float(p.learner.version + 1), dtype=torch.float64)).square().sum().backward()
         p.optimizer.step()
+        p.learner.scheduler.step()
         p.learner.version += 1
         return {}
 
     def digest(self) -> str:
         p = self.parts
-        return self._digest(p.model, p.optimizer, p.scheduler, p.learner.version)
+        return self._digest(p.model, p.optimizer, p.learner.scheduler, p.learner.version)
 
     def warm_up(self) -> None:
         pass
@@ -105,20 +106,19 @@ class _TinyTrainer:
         p = self.parts
         p.model.load_state_dict(state["model"])
         p.optimizer.load_state_dict(state["optimizer"])
-        p.scheduler.load_state_dict(state["scheduler"])
+        p.learner.scheduler.load_state_dict(state["scheduler"])
         p.learner.version = state["version"]
         self.resumed_digest = self.digest()
 
     def state(self) -> dict:
         p = self.parts
         return copy.deepcopy({"model": p.model.state_dict(), "optimizer": p.optimizer.state_dict(),
-                              "scheduler": p.scheduler.state_dict(), "version": p.learner.version})
+                              "scheduler": p.learner.scheduler.state_dict(), "version": p.learner.version})
 
     def train(self, updates: int, checkpoints: dict | None = None) -> None:
-        """The trainer's loop: a step, the schedule, the ledger's record; a checkpoint every 3 updates."""
+        """The trainer's loop: a step (the schedule's within it), the ledger's record; a checkpoint every 3 updates."""
         for _ in range(updates):
             self.parts.learner.step([])
-            self.parts.scheduler.step()
             self.updated([])
             if checkpoints is not None and self.parts.learner.version % 3 == 0:
                 checkpoints[self.parts.learner.version] = self.state()
