@@ -29,6 +29,28 @@ SUBCOMMANDS = {
 """Subcommand → its one-line help; its module is ``flashsim.cli.<name with - as _>``."""
 
 
+def add_loss_option_flags(parser: argparse.ArgumentParser, key: str) -> None:
+    """One flag per row of the loss-option tables of :mod:`flashsim.losses.options` (``--delta`` is δ,
+    ``--clip-eps``, ...), each setting ``<key>.<name>``: read from the tables when the parser is made, so a loss
+    option has one spelling on every command and one check, its table's (a row added to a table is a flag)."""
+    from flashsim.losses import options
+
+    tables = (("flash_reinforce_loss", options.FLASH_REINFORCE_OPTIONS), ("grpo_loss", options.GRPO_OPTIONS))
+    for name in {**options.FLASH_REINFORCE_OPTIONS, **options.GRPO_OPTIONS}:
+        losses = " and ".join(loss for loss, table in tables if name in table)
+        parser.add_argument("--" + name.replace("_", "-"), dest=f"loss_option_{name}", default=None, metavar="VALUE",
+                            help=f"option {name} of {losses} (sets {key}.{name}; checked by the loss's option table)")
+    parser.set_defaults(loss_options_key=key)
+
+
+def loss_option_assignments(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
+    """The ``(key, value, from_text)`` assignments of the flags :func:`add_loss_option_flags` made, for
+    :func:`flashsim.config.load`."""
+    prefix = "loss_option_"
+    return [(f"{args.loss_options_key}.{name[len(prefix):]}", value, True) for name, value in vars(args).items()
+            if name.startswith(prefix) and value is not None]
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``flashsim`` parser, with the options of ``command`` only (the others are listed, not built)."""
     parser = argparse.ArgumentParser(

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
+from flashsim.cli import add_loss_option_flags, loss_option_assignments
 from flashsim.config import add_flags, directory_argument, field_docs, flag_assignments, load
-from flashsim.losses import options
 from flashsim.losses.registry import LOSSES
 from flashsim.outputs import LOGGERS
 from flashsim.sim.config import AlgorithmConfig, AsyncWorkers, TrainConfig
@@ -28,13 +28,7 @@ from flashsim.sim.simulation import CHECKPOINT, load_state, train
 from flashsim.storage import jsonable
 
 _NAMES = {"algorithm.learning_rate": ("--lr", "--learning-rate")}
-def loss_option_flags() -> dict[str, tuple[str, ...]]:
-    """Option name → the loss functions whose option table declares it: one flag each (``--delta`` is δ), read from
-    the tables in :mod:`flashsim.losses.options` when the parser is made, so a loss option has one spelling here and
-    one check, its table's (a row added to a table is a flag)."""
-    tables = (("flash_reinforce_loss", options.FLASH_REINFORCE_OPTIONS), ("grpo_loss", options.GRPO_OPTIONS))
-    return {name: tuple(loss for loss, table in tables if name in table)
-            for name in {**options.FLASH_REINFORCE_OPTIONS, **options.GRPO_OPTIONS}}
+
 _WORKER_ONLY = ("max_queued", "crash_prob", "restart_time")
 """Fields of :class:`AsyncWorkers` with their own flags (``--lag workers:N[:sync]`` sets the others)."""
 
@@ -53,10 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="a YAML file of TrainConfig keys (applied after --algo, before --set and flags)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key (repeatable), e.g. --set algorithm.loss_options.clip_eps=0.1")
-    for name, losses in loss_option_flags().items():  # --delta, --clip-eps, ...: one flag per table row
-        parser.add_argument("--" + name.replace("_", "-"), dest=f"loss_option_{name}", default=None, metavar="VALUE",
-                            help=f"option {name} of {' and '.join(losses)} (sets algorithm.loss_options.{name}; "
-                                 "checked by the loss's option table)")
+    add_loss_option_flags(parser, "algorithm.loss_options")  # --delta, --clip-eps, ...: one flag per table row
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--logger", choices=LOGGERS, default=None,
@@ -75,9 +66,7 @@ def build_config(args: argparse.Namespace, base: TrainConfig | None = None) -> T
     config = base if base is not None else TrainConfig()
     if args.algo is not None:
         config = replace(config, algorithm=AlgorithmConfig.for_loss(args.algo))
-    flags = flag_assignments(args, args.config_paths)
-    flags += [(f"algorithm.loss_options.{name}", getattr(args, f"loss_option_{name}"), True)
-              for name in loss_option_flags() if getattr(args, f"loss_option_{name}", None) is not None]
+    flags = flag_assignments(args, args.config_paths) + loss_option_assignments(args)
     return load(TrainConfig, args.config, args.set, flags, base=config)
 
 

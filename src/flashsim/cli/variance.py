@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from flashsim.cli import add_loss_option_flags, loss_option_assignments
 from flashsim.config import add_flags, directory_argument, flag_assignments, load, to_dict
 from flashsim.losses import DEFAULT_DELTA
 from flashsim.storage import atomic_write_text
@@ -49,8 +50,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser, SweepConfig, flat=True,
         names={"budgets": "--budget", "group_sizes": "--group-size", "losses": "--loss"},
     )
-    parser.add_argument("--delta", default=None, metavar="FLOAT",
-                        help="gate threshold δ of the gated estimators (sets loss_options.delta)")
+    add_loss_option_flags(parser, "loss_options")  # --delta, --clip-eps, ...: one flag per table row
     parser.add_argument("--config", default=None, metavar="FILE.yaml",
                         help="a YAML file of SweepConfig keys (applied before --set and the flags)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -90,9 +90,7 @@ def run(args: argparse.Namespace) -> int:
 def sweep_config(args: argparse.Namespace) -> SweepConfig:
     """The sweep's config: defaults, then ``--config``, ``--set`` and the flags (``--delta`` sets
     ``loss_options.delta``), as :func:`flashsim.config.load` applies them."""
-    flags = flag_assignments(args, args.config_paths)
-    if args.delta is not None:
-        flags.append(("loss_options.delta", args.delta, True))
+    flags = flag_assignments(args, args.config_paths) + loss_option_assignments(args)
     return load(SweepConfig, args.config, args.set, flags)
 
 
