@@ -3,6 +3,7 @@ article's table stands where it says, and the wording and attribution checks fai
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -103,6 +104,56 @@ def test_a_value_is_the_arms_mean_without_its_interval(stores):
     assert mean.startswith(value + " [") and "[" not in value
 
 
+def _means_row(page: str, claim: str, knob: str, arm: str, metric: str) -> dict:
+    with open(ROOT / page / claim / "means.csv", newline="") as file:
+        return next(r for r in csv.DictReader(file) if (r["knob"], r["arm"], r["metric"]) == (knob, arm, metric))
+
+
+def test_an_arms_mean_reaches_a_metric_no_comparison_holds(stores):
+    summary = json.loads((ROOT / "docs/full-budget/results/C8/summary.json").read_text())
+    assert "acceptance_rate" not in {c["metric"] for c in summary["comparisons"]}
+    row = _means_row("docs/full-budget/results", "C8", "chain_h32", "lag4", "acceptance_rate")
+    assert render_references("{{ full:C8#acceptance_rate value:lag4 4 }}", stores) == f"{float(row['mean']):.4f}"
+    percent = render_references("{{ full:C8#acceptance_rate percent:lag4 }}", stores)
+    assert percent == f"{100 * float(row['mean']):.0f} %"
+    kl = _means_row("docs/full-budget/results", "C8", "chain_h32", "lag4", "sequence_kl")
+    assert render_references("{{ full:C8 drift:lag4 3 }}", stores) == f"{float(kl['mean']) / 3e-3:.3f} δ"
+
+
+def test_a_whole_number_is_written_with_thousands_commas(stores):
+    row = _means_row("docs/full-budget/results", "C1", "u400", "flash", "rollouts_to_90")
+    mean, low, high = (float(row[k]) for k in ("mean", "low", "high"))
+    assert mean > 1000
+    assert (render_references("{{ full:C1 mean:flash 0 }}", stores)
+            == f"{mean:,.0f} [{low:,.0f}, {high:,.0f}]")
+
+
+def test_reached_counts_the_seeds_whose_run_reached_the_level(stores):
+    with open(ROOT / "docs/follow-ups/results/C1size/per_seed.csv", newline="") as file:
+        rows = [r for r in csv.DictReader(file) if (r["setting"], r["arm"]) == ("chain", "grpo")]
+    values = [float(r["rollouts_to_70"]) for r in rows if r["rollouts_to_70"] not in ("", "nan")]
+    within = [v for v in values if v <= 51200]
+    assert len(within) < len(values) < len(rows)  # the bound and the missing values both count here
+    assert render_references("{{ follow-ups:C1size@chain reached:grpo }}", stores) == f"{len(values)} of {len(rows)}"
+    assert (render_references("{{ follow-ups:C1size@chain reached:grpo:51200 }}", stores)
+            == f"{len(within)} of {len(rows)}")
+
+
+def test_a_probe_reads_its_cell_of_the_probe_table(stores):
+    table = (ROOT / "docs/full-budget/results/C1/probes.md").read_text()
+    row = next(line for line in table.splitlines() if line.startswith("| GRPO (64 × 4), twice the batch | 100 |"))
+    cell = row.split("|")[3].strip()  # cosine_of_mean, the third column
+    mean, low, high = (float(x) for x in re.findall(r"[\d.]+(?:e-\d+)?", cell))
+    assert (render_references("{{ full:C1 probe:grpo_2batch:100:cosine_of_mean 3 }}", stores)
+            == f"{mean:.3f} [{low:.3f}, {high:.3f}]")
+
+
+def test_quoted_renders_the_number_a_comparison_quotes_with_its_source(stores):
+    comparison = json.loads((ROOT / "docs/full-budget/results/C7/summary.json").read_text())["comparisons"][0]
+    assert (render_references("{{ full:C7 quoted }}", stores)
+            == f"{comparison['paper']} ({comparison['source']})")
+
+
 def test_an_exploratory_verdict_renders_exploratory_with_its_holm_p(stores):
     result = json.loads((ROOT / "docs/results/C3/summary.json").read_text())["comparisons"][0]["by_knob"]["chain_lag0"]
     text = render_references("{{ quick:C3@chain_lag0 verdict }}", stores)
@@ -118,6 +169,10 @@ def test_an_exploratory_decision_that_holm_undoes_says_so(stores):
 @pytest.mark.parametrize("reference", [
     "{{ nowhere:C3 times }}", "{{ quick:C42 verdict }}", "{{ quick:C3@lag99 verdict }}", "{{ quick:C3 colour }}",
     "{{ quick:C2 times }}", "{{ article:no_such_row }}", "{{ quick:C3#entropy verdict }}",
+    "{{ full:C8#no_metric value:lag4 }}", "{{ full:C8 percent:nobody }}", "{{ full:C8 reached:nobody }}",
+    "{{ full:C1 probe:flash:7:cosine_of_mean }}", "{{ full:C1 probe:flash:0:colour }}",
+    "{{ full:C8 probe:lag4:0:cosine }}",
+    "{{ full:C8#drawdown:lag4/no_gate_lag4 quoted }}",
 ])
 def test_a_reference_the_stores_do_not_hold_fails_naming_it(reference, stores):
     with pytest.raises(ValueError, match=r"reference|page|field|article"):

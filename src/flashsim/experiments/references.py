@@ -39,6 +39,7 @@ from flashsim.experiments.analysis import fmt, fmt_p
 from flashsim.experiments.pages import PAGES, page_of
 from flashsim.experiments.summaries import finalized_collapse, load_family
 from flashsim.experiments.verdict import with_holm
+from flashsim.losses import DEFAULT_DELTA
 
 ARTICLE = Path(__file__).with_name("article.json")
 """The committed table of the article's numbers and phrases (see the module docstring)."""
@@ -62,8 +63,20 @@ FIELDS = {
     "holm": "the Holm-adjusted p",
     "pairs": "the number of complete seed pairs",
     "ahead": "in how many of the seed pairs the arm is ahead in the comparison's direction ('k of n')",
-    "mean:ARM": "an arm's mean with its 95 % interval in the comparison's metric and setting",
+    "mean:ARM": "an arm's mean with its 95 % interval at the setting, in the reference's metric (#METRIC: any "
+                "metric means.csv holds, compared or not) or the primary's; DIGITS 0 writes thousands with commas",
     "value:ARM": "the same mean alone, without its interval",
+    "percent:ARM": "the same mean as a percentage ('98 %'; DIGITS decimals, 0 unless given), for a fraction such as "
+                   "the share of trajectories the gate admits",
+    "drift:ARM": "an arm's mean drift (`sequence_kl`) at the setting in units of flashsim's δ ('0.37 δ'; DIGITS "
+                 "decimals, 2 unless given)",
+    "reached:ARM[:BOUND]": "in how many seeds an arm's threshold metric (#METRIC) has a value, i.e. the run reached "
+                           "the level ('6 of 20'), or with BOUND a value of at most BOUND (reached within a budget); "
+                           "from per_seed.csv",
+    "probe:ARM:UPDATE:COLUMN": "a gradient probe's mean with its 95 % interval: the column of probes.md (e.g. "
+                               "`cosine_of_mean`) for the arm at the update (DIGITS decimals, 2 unless given)",
+    "quoted": "the number the comparison quotes, as its design writes it, with its source in parentheses (another "
+              "system's speed-up, which the article's table does not hold)",
     "collapsed:ARM": "a collapse test's count of collapsed runs of an arm ('k/n'; @SETTING the setting)",
     "fisher": "a collapse test's Fisher p at the setting (the confirmatory arm's, ':ARM' for another's)",
 }
@@ -160,7 +173,7 @@ def resolve(body: str, stores: Stores) -> str:
     field = words[1]
     try:
         text = _field(stores, target, field[0].lower() + field[1:], digits)
-    except (KeyError, StopIteration, TypeError) as error:
+    except (KeyError, StopIteration, TypeError, AttributeError, IndexError, ValueError) as error:
         raise ValueError(f"reference {{{{ {body} }}}}: the store holds no such value ({error!r})") from error
     return text[0].upper() + text[1:] if field[0].isupper() else text
 
@@ -172,6 +185,8 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         return _collapse(stores.fisher(family, claim), target["setting"], name, argument)
     summary = stores.summary(family, claim)
     setting = target["setting"] or summary["headline"]
+    if name in ("mean", "value", "percent", "drift", "reached", "probe"):
+        return _arm_field(stores, target, summary, setting, name, argument, digits)
     comparison = _comparison(summary, target)
     result = comparison["by_knob"][setting]
     primary = comparison is summary["comparisons"][0] and setting == summary["headline"]
@@ -202,15 +217,65 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         return str(result["pairs"])
     if name == "ahead":
         return _ahead(stores.rows(family, claim, "per_seed.csv"), comparison, setting)
-    if name in ("mean", "value"):
+    if name == "quoted":
+        if not comparison.get("paper") or comparison.get("source") in (None, "none"):
+            raise KeyError("quoted")
+        return f"{comparison['paper']} ({comparison['source']})"
+    raise ValueError(f"reference field must be one of {', '.join(FIELDS)}; got {field!r}")
+
+
+def _arm_field(stores: Stores, target: re.Match, summary: Mapping, setting: str, name: str, argument: str,
+               digits: int | None) -> str:
+    """A field of one arm (its mean, share, drift, seeds that reached a level, a probe): read from the claim's
+    committed means.csv, per_seed.csv or probes.md, in any metric they hold, compared or not."""
+    family, claim = target["page"], target["claim"]
+    if name in ("mean", "value", "percent", "drift"):
+        metric = "sequence_kl" if name == "drift" else target["metric"] or summary["comparisons"][0]["metric"]
         row = next(r for r in stores.rows(family, claim, "means.csv") if
-                   (r["knob"], r["arm"], r["metric"]) == (setting, argument, comparison["metric"]))
+                   (r["knob"], r["arm"], r["metric"]) == (setting, argument, metric))
+        mean = float(row["mean"])
+        if not math.isfinite(mean):
+            raise KeyError(f"mean of {argument} in {metric} at {setting}")
+        if name == "percent":
+            return f"{100 * mean:.{0 if digits is None else digits}f} %"
+        if name == "drift":
+            return f"{mean / DEFAULT_DELTA:.{2 if digits is None else digits}f} δ"
         places = 3 if digits is None else digits
         if name == "value":
-            return fmt(float(row["mean"]), places)
-        low, high = fmt(float(row["low"]), places), fmt(float(row["high"]), places)
-        return f"{fmt(float(row['mean']), places)} [{low}, {high}]"
-    raise ValueError(f"reference field must be one of {', '.join(FIELDS)}; got {field!r}")
+            return _number(mean, places)
+        return f"{_number(mean, places)} [{_number(float(row['low']), places)}, {_number(float(row['high']), places)}]"
+    if name == "reached":
+        arm, _, bound = argument.partition(":")
+        metric = target["metric"] or summary["comparisons"][0]["metric"]
+        values = [row[metric] for row in stores.rows(family, claim, "per_seed.csv")
+                  if (row["setting"], row["arm"]) == (setting, arm)]
+        if not values:
+            raise KeyError(f"{arm} at {setting}")
+        reached = [float(v) for v in values if v and math.isfinite(float(v))]
+        if bound:
+            reached = [v for v in reached if v <= float(bound)]
+        return f"{len(reached)} of {len(values)}"
+    return _probe(stores, family, claim, summary, argument, 2 if digits is None else digits)
+
+
+def _number(value: float, digits: int) -> str:
+    """A value as a page writes it: with ``digits`` decimals, a whole number with thousands commas (``4,808``)."""
+    return f"{value:,.0f}" if digits == 0 else fmt(value, digits)
+
+
+def _probe(stores: Stores, family: str, claim: str, summary: Mapping, argument: str, digits: int) -> str:
+    """One cell of the claim's probe table (``probes.md``: a row per arm label and update, ``mean [low, high]``)."""
+    arm, update, column = argument.split(":")
+    label = next(a["label"] for a in summary["arms"] if a["name"] == arm)
+    path = stores.stores(family) / claim / "probes.md"
+    if not path.exists():
+        raise KeyError(f"no committed probe table {path}")
+    lines = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+             for line in path.read_text().splitlines() if line.startswith("|")]
+    header, rows = lines[0], lines[2:]
+    cell = next(row for row in rows if row[0] == label and row[1] == update)[header.index(column)]
+    mean, low, high = (float(x) for x in re.fullmatch(r"(\S+) \[(\S+), (\S+)\]", cell).groups())
+    return f"{fmt(mean, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
 
 
 def _comparison(summary: Mapping, target: re.Match) -> Mapping:
