@@ -19,6 +19,10 @@ accuracy on 500 prompts every 10 updates). Here each arm gets its own grid and t
 - **Verdict**: :data:`VERDICT_SEEDS` (10 fresh seeds) at each arm's chosen rate, paired by seed (every arm of a
   seed starts from the same warm-up); ``auc`` FlashREINFORCE > GRPO with the project's rule (smallest effect
   0.01). The article's 2× is a factor in rollouts, not in area, so no size verdict is read here.
+- **Confirmatory rerun** (``--confirmatory``): the committed verdict above ran past the design's stop rule, so it
+  is exploratory (``docs/c1-tuned/design.md``); the rerun takes each arm's rate from that run's committed summary
+  (the pilot's choice, :data:`EXPLORATORY_SUMMARY`) and runs the same verdict protocol on
+  :data:`CONFIRMATORY_SEEDS`, seeds no run has used, into its own summary.
 - **Budget**: the committed run started no cell after :data:`TRANSFORMER_TUNING_STOP_STARTING_UTC`
   (``--stop-starting``; by default the driver has no stop time); what is unfinished is reported as not done.
 """
@@ -48,6 +52,10 @@ CENTRE = 3e-4
 TRANSFORMER_TUNING_START_EXPONENTS = (-1, 0, 1)
 TRANSFORMER_TUNING_PILOT_SEEDS = (400, 401)
 VERDICT_SEEDS = tuple(range(410, 420))
+CONFIRMATORY_SEEDS = tuple(range(420, 430))
+"""The confirmatory rerun's verdict seeds (fresh: no pilot, verdict or earlier study used them)."""
+EXPLORATORY_SUMMARY = Path("docs/c1-tuned/results/transformer_summary.json")
+"""The committed summary of the first run, whose pilot chose the rates the confirmatory rerun uses."""
 TRANSFORMER_TUNING_STOP_STARTING_UTC = "01:00"
 
 
@@ -118,9 +126,25 @@ def run_transformer_tuning(out: Path, stop: str | None = None) -> dict[str, obje
     return tuned
 
 
+def verdict_cells(out: Path, exponents: dict[str, int], seeds: Sequence[int]) -> dict[str, object]:
+    """Each arm's auc at its chosen exponent on ``seeds`` and, once both arms have every seed, the paired verdict
+    (a partial verdict run is reported as not done, never judged)."""
+    arms = {arm: {s: json.loads(transformer_cell_path(out, arm, k, s).read_text())["metrics"]["auc"]
+                  for s in seeds if transformer_cell_path(out, arm, k, s).exists()} for arm, k in exponents.items()}
+    done = sorted(set(arms["flash"]) & set(arms["grpo"])) if len(arms) == 2 else []
+    comparison = None
+    if len(done) == len(seeds):
+        flash, grpo = [arms["flash"][s] for s in done], [arms["grpo"][s] for s in done]
+        v = paired_verdict(flash, grpo, "greater", SMALLEST_EFFECTS["auc"])
+        comparison = {"seeds": len(done), "difference": v.difference.to_dict(), "verdict": v.verdict, "p": v.p,
+                      "flash": mean_interval(flash).to_dict(), "grpo": mean_interval(grpo).to_dict(),
+                      "flash_ahead": int(sum(a > b for a, b in zip(flash, grpo)))}
+    return {"comparison": comparison, "verdict_seeds": list(seeds), "verdict_seeds_done": len(done)}
+
+
 def summarize_transformer_tuning(out: Path) -> dict[str, object]:
     """The rule re-applied to the pilot cells, each arm at its chosen rate on the verdict seeds, and the verdict."""
-    tuned, arms = {}, {}
+    tuned = {}
     for arm in TRANSFORMER_TUNING_ARMS:
         grid = transformer_pilot_grid(out, arm)
         status, _ = rule.next_exponents(grid)
@@ -131,23 +155,34 @@ def summarize_transformer_tuning(out: Path) -> dict[str, object]:
                                 "eligible": rule.eligible(v),
                                 "mean_auc": -float(np.mean([x for x in v if math.isfinite(x)]))
                                 if rule.censored(v) < len(v) else math.nan} for k, v in sorted(grid.items())]}
-        if best is not None and tuned[arm]["status"] == "interior":
-            arms[arm] = {s: json.loads(transformer_cell_path(out, arm, best, s).read_text())["metrics"]["auc"]
-                         for s in VERDICT_SEEDS if transformer_cell_path(out, arm, best, s).exists()}
-    comparison, seeds = None, []
-    if len(arms) == 2:
-        seeds = sorted(set(arms["flash"]) & set(arms["grpo"]))
-        if len(seeds) == len(VERDICT_SEEDS):  # a partial verdict run is reported as not done, never judged
-            v = paired_verdict([arms["flash"][s] for s in seeds], [arms["grpo"][s] for s in seeds], "greater",
-                               SMALLEST_EFFECTS["auc"])
-            comparison = {"seeds": len(seeds), "difference": v.difference.to_dict(), "verdict": v.verdict,
-                          "p": v.p, "flash": mean_interval([arms["flash"][s] for s in seeds]).to_dict(),
-                          "grpo": mean_interval([arms["grpo"][s] for s in seeds]).to_dict()}
+    chosen = {arm: t["best_exponent"] for arm, t in tuned.items()
+              if t["best_exponent"] is not None and t["status"] == "interior"}
     at_edge = sorted(arm for arm, t in tuned.items() if t["status"] == "at edge")
     return jsonable({"tuned": {"at_edge": at_edge, "status": {a: t["status"] for a, t in tuned.items()},
                                "best": {a: t["best_rate"] for a, t in tuned.items()}},
-                     "grid": tuned, "comparison": comparison, "verdict_seeds": list(VERDICT_SEEDS),
-                     "verdict_seeds_done": len(seeds)})
+                     "grid": tuned, **verdict_cells(out, chosen, VERDICT_SEEDS)})
+
+
+def chosen_exponents(summary_path: Path) -> dict[str, int]:
+    """The exponents the committed run's pilot chose for each arm (both must be interior)."""
+    grid = json.loads(Path(summary_path).read_text())["grid"]
+    if sorted(grid) != sorted(TRANSFORMER_TUNING_ARMS) or any(t["status"] != "interior" for t in grid.values()):
+        raise ValueError(f"--rates-from: {summary_path} does not hold an interior choice for both arms")
+    return {arm: int(t["best_exponent"]) for arm, t in grid.items()}
+
+
+def run_confirmatory(out: Path, exponents: dict[str, int], stop: str | None = None) -> None:
+    """The confirmatory rerun: each arm at its committed chosen rate on :data:`CONFIRMATORY_SEEDS`, seed by seed
+    (both arms of a seed in turn, so a stopped run leaves whole pairs)."""
+    for seed in CONFIRMATORY_SEEDS:
+        for arm, k in exponents.items():
+            if not run_transformer_cells(out, arm, k, (seed,), stop=stop):
+                return
+
+
+def summarize_confirmatory(out: Path, exponents: dict[str, int]) -> dict[str, object]:
+    return jsonable({"rates": {arm: transformer_rate(k) for arm, k in exponents.items()},
+                     "exponents": exponents, **verdict_cells(out, exponents, CONFIRMATORY_SEEDS)})
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -156,7 +191,20 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="folder of the cells and warm-ups (resumed)")
     parser.add_argument("--summary", type=Path, default=None,
                         help="only write the summary of the cells on disk to this JSON file (no runs)")
+    parser.add_argument("--confirmatory", action="store_true",
+                        help="the confirmatory rerun: the rates the committed run's pilot chose (--rates-from), on "
+                             f"seeds {CONFIRMATORY_SEEDS[0]}–{CONFIRMATORY_SEEDS[-1]}")
+    parser.add_argument("--rates-from", type=Path, default=EXPLORATORY_SUMMARY,
+                        help="the committed summary whose chosen rates --confirmatory uses (default: %(default)s)")
     args = rule.parse_with_stop_starting(parser, argv, TRANSFORMER_TUNING_STOP_STARTING_UTC, "cell")
+    if args.confirmatory:
+        exponents = chosen_exponents(args.rates_from)
+        if args.summary is None:
+            run_confirmatory(args.out, exponents, args.stop_starting)
+        else:
+            atomic_write_text(args.summary, json.dumps(summarize_confirmatory(args.out, exponents), indent=1,
+                                                       sort_keys=True) + "\n")
+        return
     if args.summary is not None:
         summary = summarize_transformer_tuning(args.out)
         atomic_write_text(args.summary, json.dumps(summary, indent=1, sort_keys=True) + "\n")
