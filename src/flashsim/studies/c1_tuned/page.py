@@ -167,8 +167,9 @@ def headline_sentences(summary: dict, per_seed: Sequence[dict] = ()) -> list[str
     return [f"**{bold}**{detail}.", "", *head]
 
 
-def transformer_section(t: dict | None) -> list[str]:
-    """The tiny-transformer section from ``scale.studies.c1_tuned``'s summary (None: not run)."""
+def transformer_section(t: dict | None, confirmatory: dict | None = None) -> list[str]:
+    """The tiny-transformer section from ``scale.studies.c1_tuned``'s summary (None: not run) and, beside it, the
+    confirmatory rerun's (``--confirmatory``; None: not run)."""
     head = ["## The tiny transformer (FlashREINFORCE 64 × 1 vs GRPO 16 × 4 token-mean, auc)", ""]
     if t is None:
         return [*head, "Not run (its measured cost: [design.md](design.md), step 10).", ""]
@@ -181,30 +182,48 @@ def transformer_section(t: dict | None) -> list[str]:
         best = "–" if g["best_rate"] is None else f"{g['best_rate']:g}"
         label = {"flash": "FlashREINFORCE 64 × 1", "grpo": "GRPO 16 × 4, token-mean"}.get(arm, arm)
         lines.append(f"| {label} | {g['status']} | {best} | {cells} |")
-    c = t["comparison"]
-    if c is None:
+    if t["comparison"] is None:
         lines += ["", "The verdict run is **not done**: " + (
             "an arm's best is still at the edge of its grid (" + ", ".join(t["tuned"]["at_edge"]) + ")."
-            if t["tuned"]["at_edge"] else f"{t.get('verdict_seeds_done', 0)} of the {len(t['verdict_seeds'])} "
-            "verdict seeds ran for both arms before the budget ended (the measured cost of a cell: "
-            "[design.md](design.md), step 10); no verdict is read on a partial run."), ""]
+            if t["tuned"]["at_edge"] else _not_done(t)), ""]
         return lines
-    d, f, g = c["difference"], c["flash"], c["grpo"]
-    lines += ["", f"At their chosen rates on {c['seeds']} fresh seeds (410–419), FlashREINFORCE's auc is "
-              f"{f['mean']:.3f} [{f['low']:.3f}, {f['high']:.3f}] and GRPO's {g['mean']:.3f} [{g['low']:.3f}, "
-              f"{g['high']:.3f}]: a paired difference of {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}], "
-              f"*{c['verdict']}* (smallest effect 0.01). flashsim's reading of the 2× is a factor in rollouts, which "
-              "the transformer's auc does not measure, so no size verdict is read here.", "", *TRANSFORMER_DEVIATION]
+    lines += ["", "**Exploratory** (the first verdict run): " + _verdict_sentence(t), "", TRANSFORMER_DEVIATION, ""]
+    lines += ["**Confirmatory** (the same protocol at the same chosen rates, on fresh seeds, read once both arms' "
+              "cells existed): " + ("not run (its cost and command: [design.md](design.md), *Transformer: the "
+                                    "deviation and the confirmatory rerun*)." if confirmatory is None else
+                                    _not_done(confirmatory) if confirmatory["comparison"] is None else
+                                    _verdict_sentence(confirmatory)), ""]
     return lines
 
 
+def _seed_range(seeds: Sequence[int]) -> str:
+    return f"{seeds[0]}–{seeds[-1]}" if list(seeds) == list(range(seeds[0], seeds[-1] + 1)) else \
+        ", ".join(map(str, seeds))
+
+
+def _not_done(t: dict) -> str:
+    return (f"{t.get('verdict_seeds_done', 0)} of the {len(t['verdict_seeds'])} verdict seeds "
+            f"({_seed_range(t['verdict_seeds'])}) ran for both arms; no verdict is read on a partial run.")
+
+
+def _verdict_sentence(t: dict) -> str:
+    """One verdict run's sentence: both arms' auc, the paired difference and its verdict, the seeds it rests on."""
+    c = t["comparison"]
+    d, f, g = c["difference"], c["flash"], c["grpo"]
+    ahead = (f"; FlashREINFORCE ahead on {c['flash_ahead']} of {c['seeds']} seeds" if "flash_ahead" in c else "")
+    return (f"at their chosen rates on {c['seeds']} seeds ({_seed_range(t['verdict_seeds'])}), FlashREINFORCE's auc "
+            f"is {f['mean']:.3f} [{f['low']:.3f}, {f['high']:.3f}] and GRPO's {g['mean']:.3f} [{g['low']:.3f}, "
+            f"{g['high']:.3f}]: a paired difference of {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]{ahead}, "
+            f"*{c['verdict']}* (smallest effect 0.01; p of the one-sided test against it {c['p']:.2g}). flashsim's "
+            "reading of the 2× is a factor in rollouts, which the transformer's auc does not measure, so no size "
+            "verdict is read here.")
+
+
 TRANSFORMER_DEVIATION = (
-    "**Exploratory, not the committed test.** The design's stop rule (step 10: no cell after 01:00 UTC) ended the "
-    "run with FlashREINFORCE's 10 verdict cells and GRPO's first 2 done and seen; GRPO's other 8 (seeds 412–419) "
-    "ran afterwards, past that rule (2c5ee60). The verdict above therefore rests on seeds that were no longer blind "
-    "and is exploratory. The confirmatory test is the same protocol on 10 fresh seeds; it has not been run "
-    "(its cost and command: [design.md](design.md), *Transformer: the deviation and the confirmatory rerun*).", "")
-"""What the page says of the transformer verdict's standing (the run went on past the design's stop rule)."""
+    "Why it is exploratory: the design's stop rule (step 10: no cell after 01:00 UTC) ended the run with "
+    "FlashREINFORCE's 10 verdict cells and GRPO's first 2 done and seen; GRPO's other 8 (seeds 412–419) ran "
+    "afterwards, past that rule (2c5ee60), so this verdict rests on seeds that were no longer blind.")
+"""What the page says of the first transformer verdict's standing (the run went on past the design's stop rule)."""
 
 
 def results_sentence(summary: dict, link: str = "c1-tuned/results.md") -> str:
@@ -232,7 +251,8 @@ def bounded_by_instability(summary: dict) -> list[str]:
     return keys
 
 
-def render_tuned_page(summary: dict, transformer: dict | None = None, per_seed: Sequence[dict] = ()) -> str:
+def render_tuned_page(summary: dict, transformer: dict | None = None, per_seed: Sequence[dict] = (),
+                      confirmatory: dict | None = None) -> str:
     at_edge = summary["tuned"]["at_edge"]
     unstable = bounded_by_instability(summary)
     edge = ("Every tuned arm's chosen rate is interior on its grid (`tuned.at_edge` is empty)." if not at_edge else
@@ -267,7 +287,7 @@ def render_tuned_page(summary: dict, transformer: dict | None = None, per_seed: 
         "## The grids (pilot seeds 3800–3803, SGD 3800–3802)", "", "![grid](results/grid.png)", "",
         *_grid_table(summary), "",
     ]
-    lines += transformer_section(transformer)
+    lines += transformer_section(transformer, confirmatory)
     if summary["not_done"]:
         lines += ["## Not done", "", *(f"- {n}" for n in summary["not_done"]), ""]
     return "\n".join(lines)
@@ -277,7 +297,8 @@ def write_page(out: Path, page: Path) -> dict:
     """Write the page, ``results/per_seed.csv``, ``results/summary.json``, ``results/grid.png`` and
     ``results/results_sentence.txt`` (what ``docs/results.md`` quotes); the
     transformer section comes from ``results/transformer_summary.json`` (``python -m scale.studies.c1_tuned --out
-    runs/c1-tuned-transformer --summary docs/c1-tuned/results/transformer_summary.json``) when it exists."""
+    runs/c1-tuned-transformer --summary docs/c1-tuned/results/transformer_summary.json``) and its confirmatory
+    rerun's ``results/transformer_confirmatory_summary.json`` (the same with ``--confirmatory``) when they exist."""
     page = Path(page)
     results = page.parent / "results"
     results.mkdir(parents=True, exist_ok=True)
@@ -285,11 +306,16 @@ def write_page(out: Path, page: Path) -> dict:
     atomic_write_text(results / "per_seed.csv", tuned_per_seed_csv(load_tuned_cells(Path(out))))
     atomic_write_text(results / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
     grid_figure(summary, results / "grid.png")
-    t_path = results / "transformer_summary.json"
-    atomic_write_text(page, render_tuned_page(summary, json.loads(t_path.read_text()) if t_path.exists() else None,
-                                              _per_seed_rows(results / "per_seed.csv")))
+    atomic_write_text(page, render_tuned_page(summary, *_transformer_summaries(results),
+                                              per_seed=_per_seed_rows(results / "per_seed.csv")))
     atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
     return summary
+
+
+def _transformer_summaries(results: Path) -> tuple[dict | None, dict | None]:
+    """The transformer's first run's summary and its confirmatory rerun's (None where a file is absent)."""
+    paths = (results / "transformer_summary.json", results / "transformer_confirmatory_summary.json")
+    return tuple(json.loads(path.read_text()) if path.exists() else None for path in paths)
 
 
 def _per_seed_rows(path: Path) -> list[dict]:
@@ -309,9 +335,9 @@ def rerender_tuned_page(page: Path | str = "docs/c1-tuned/results.md") -> Path:
     for part in ("arms", "grid"):
         summary[part] = dict(sorted(summary[part].items(),
                                     key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
-    t_path = results / "transformer_summary.json"
-    transformer = json.loads(t_path.read_text()) if t_path.exists() else None
-    atomic_write_text(page, render_tuned_page(summary, transformer, _per_seed_rows(results / "per_seed.csv")))
+    transformer, confirmatory = _transformer_summaries(results)
+    atomic_write_text(page, render_tuned_page(summary, transformer, _per_seed_rows(results / "per_seed.csv"),
+                                              confirmatory))
     atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
     return page
 
