@@ -59,6 +59,8 @@ FIELDS = {
     "ratio": "the factor with its 95 % interval",
     "times": "the factor with a × and its 95 % interval",
     "factor": "the factor alone, with a ×",
+    "effect": "the comparison's smallest effect at the setting, in the metric's units (a relative one resolved on the "
+              "baseline's mean: 5 % of it), without its ±",
     "p": "the test's p before Holm",
     "holm": "the Holm-adjusted p",
     "pairs": "the number of complete seed pairs",
@@ -213,6 +215,8 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         return f"{fmt(result['factor'], 2 if digits is None else digits)}×"
     if name in ("p", "holm"):
         return fmt_p(result["p" if name == "p" else "p_holm"])
+    if name == "effect":
+        return _number(result["effect"], 3 if digits is None else digits)
     if name == "pairs":
         return str(result["pairs"])
     if name == "ahead":
@@ -347,9 +351,14 @@ def numbers_outside_references(text: str) -> list[str]:
 
 
 SETTING_BEFORE = re.compile(r"(?:\blr|learning rate|smallest effect(?: of)?|[σδεLHGBm] [=≤≥<>]|seeds?|grid|threshold|"
-                            r"claimed size|pre-registered|error rate|against|within|level|grid [\d.–]+ was extended to)"
-                            r"\s*(?:±|of )?\s*$")
-"""Words just before a number that make it a setting of the design (``lr 0.03``, ``the smallest effect of 0.01``)."""
+                            r"claimed size|pre-registered(?: at)?|error rate|against|within|level|"
+                            r"grid [\d.–]+ was extended to|lr ∈ \{(?:[\d.]+, )*|the design gives|"
+                            r"predicted(?: an?)?(?: factor| gain)?(?: near| of about| about| of)?(?: [+−]?[\d.]+ to)?)"
+                            r"\s*(?:±|of )?\s*[+]?(?:[\d.]+\s*–\s*)?$")
+"""Words just before a number that make it a setting of the design (``lr 0.03``, ``the smallest effect of 0.01``,
+``lr ∈ {0.03, 0.1}``, ``pre-registered at 50 %``, a prediction the design wrote before its run: ``predicted a factor
+near 1.3``, ``predicted +0.005 to +0.02``, a property of the task ``the design gives 0.70``), also as the second end
+of a range (``against 0.54–0.58``)."""
 SETTING_AFTER = re.compile(r"\s*(?:(?:and \d+(?:\.\d+)? )?of (?:the|its) optimum|nats? of entropy|"
                            r"×?\s*\(?(?:flashsim's|pre-registered))")
 """Words just after a number that make it a setting (``0.9 of the optimum``, ``0.6 and 0.7 of the optimum``,
