@@ -93,6 +93,15 @@ def test_every_c1_row_decides_the_claimed_size_and_the_full_budget_says_both_in_
     assert full.startswith("**inconclusive** (direction not decided)") and "claimed size 2× rejected" in full
 
 
+def test_c7s_size_is_printed_as_flashsims_pre_registered_2x_on_every_page():
+    for page in PAGES:
+        overview = _overview(ROOT / page.path)
+        if "C7" in overview:
+            assert "flashsim's pre-registered 2× " in overview["C7"] and "claimed size" not in overview["C7"], page.path
+    ratio = {"mean": 1.9, "low": 1.5, "high": 2.3, "n": 20}
+    assert size_verdict({"size": 2.0, "ratio": ratio}, "C7").startswith("consistent with flashsim's pre-registered 2×")
+
+
 def test_the_size_verdict_rejects_a_size_outside_the_interval_and_keeps_one_inside():
     ratio = {"mean": 1.11, "low": 1.03, "high": 1.19, "n": 20}
     assert size_verdict({"size": 2.0, "ratio": ratio}).startswith("claimed size 2× rejected")

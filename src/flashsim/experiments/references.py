@@ -77,8 +77,8 @@ FIELDS = {
                            "from per_seed.csv",
     "probe:ARM:UPDATE:COLUMN": "a gradient probe's mean with its 95 % interval: the column of probes.md (e.g. "
                                "`cosine_of_mean`) for the arm at the update (DIGITS decimals, 2 unless given)",
-    "quoted": "the number the comparison quotes, as its design writes it, with its source in parentheses (another "
-              "system's speed-up, which the article's table does not hold)",
+    "quoted": "the number the comparison quotes, as its design writes it (another system's speed-up, which the "
+              "article's table does not hold; the sentence names the source)",
     "collapsed:ARM": "a collapse test's count of collapsed runs of an arm ('k/n'; @SETTING the setting)",
     "fisher": "a collapse test's Fisher p at the setting (the confirmatory arm's, ':ARM' for another's)",
 }
@@ -224,7 +224,7 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
     if name == "quoted":
         if not comparison.get("paper") or comparison.get("source") in (None, "none"):
             raise KeyError("quoted")
-        return f"{comparison['paper']} ({comparison['source']})"
+        return comparison["paper"]
     raise ValueError(f"reference field must be one of {', '.join(FIELDS)}; got {field!r}")
 
 

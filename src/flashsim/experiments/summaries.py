@@ -91,13 +91,21 @@ def size_position(low: float | None, high: float | None, size: float) -> str:
     return "below" if high < size else "above" if low > size else "inside"
 
 
-def size_verdict(result: Mapping) -> str:
-    """The claimed size beside the direction: '' where no size is quoted or the factor has no interval.
+SIZE_LABELS: Mapping[str, str] = {"C7": "flashsim's pre-registered"}
+"""Claims whose size is not the article's, by claim: the label printed in place of "claimed size" (C7's 2× is a
+threshold flashsim pre-registered; the article quotes no speed-up)."""
+
+
+def size_verdict(result: Mapping, claim: str = "") -> str:
+    """The claimed size beside the direction: '' where no size is quoted or the factor has no interval; a size of
+    :data:`SIZE_LABELS` is printed with its label.
 
     >>> size_verdict({"size": 2.0, "ratio": {"mean": 1.11, "low": 1.03, "high": 1.19, "n": 20}})
     'claimed size 2× rejected (factor 1.11 [1.03, 1.19], below it)'
     >>> size_verdict({"size": 1.5675, "ratio": {"mean": 1.4, "low": 1.1, "high": 1.7, "n": 10}})
     'consistent with the claimed size 1.57× (factor 1.40 [1.10, 1.70])'
+    >>> size_verdict({"size": 2.0, "ratio": {"mean": 3.67, "low": 3.57, "high": 3.78, "n": 20}}, "C7")
+    "flashsim's pre-registered 2× exceeded (factor 3.67 [3.57, 3.78], above it)"
     """
     size, ratio = result.get("size"), result.get("ratio") or {}
     low, high = ratio.get("low"), ratio.get("high")
@@ -105,9 +113,11 @@ def size_verdict(result: Mapping) -> str:
     if not position:
         return ""
     factor = f"factor {fmt(ratio['mean'], 2)} [{fmt(low, 2)}, {fmt(high, 2)}]"
-    return {"below": f"claimed size {size:.3g}× rejected ({factor}, below it)",
-            "above": f"claimed size {size:.3g}× exceeded ({factor}, above it)",
-            "inside": f"consistent with the claimed size {size:.3g}× ({factor})"}[position]
+    name = SIZE_LABELS.get(claim, "claimed size")
+    return {"below": f"{name} {size:.3g}× rejected ({factor}, below it)",
+            "above": f"{name} {size:.3g}× exceeded ({factor}, above it)",
+            "inside": f"consistent with {'the ' if claim not in SIZE_LABELS else ''}{name} {size:.3g}× ({factor})"}[
+        position]
 
 
 def finalized(summary: Mapping, decision: Mapping, family: str, size: int) -> dict:
@@ -116,7 +126,8 @@ def finalized(summary: Mapping, decision: Mapping, family: str, size: int) -> di
     out = copy.deepcopy(dict(summary))
     fields = {"rule_verdict": decision["rule"], "verdict": decision["verdict"], "p_holm": decision["p_holm"],
               "holm_family": f"{FAMILIES.get(family, family)} ({size})",
-              "size_verdict": size_verdict(out["primary"]) or SIZE_NOT_TESTED.get((family, out["claim"]), "")}
+              "size_verdict": (size_verdict(out["primary"], out["claim"])
+                               or SIZE_NOT_TESTED.get((family, out["claim"]), ""))}
     reason = EXPLORATORY_PRIMARIES.get((family, out["claim"]))
     if reason:
         fields["exploratory_reason"] = reason
