@@ -29,6 +29,17 @@ SUBCOMMANDS = {
 """Subcommand → its one-line help; its module is ``flashsim.cli.<name with - as _>``."""
 
 
+def add_config_sources(parser: argparse.ArgumentParser, config: str, example: str, after: str = "") -> None:
+    """``--config FILE.yaml`` and ``--set KEY=VALUE`` (repeatable) for a command whose settings are the dataclass
+    named ``config``; :func:`flashsim.config.load` applies them in the order defaults → YAML → ``--set`` → flags.
+    ``example`` is a ``KEY=VALUE`` for the help, ``after`` what the command applies before the YAML (``--algo``)."""
+    first = f"after {after}, " if after else ""
+    parser.add_argument("--config", default=None, metavar="FILE.yaml",
+                        help=f"a YAML file of {config} keys (applied {first}before --set and the flags)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"set any {config} key (repeatable), e.g. --set {example}")
+
+
 def add_loss_option_flags(parser: argparse.ArgumentParser, key: str) -> None:
     """One flag per row of the loss-option tables of :mod:`flashsim.losses.options` (``--delta`` is δ,
     ``--clip-eps``, ...), each setting ``<key>.<name>``: read from the tables when the parser is made, so a loss

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from flashsim.cli import add_config_sources
 from flashsim.config import add_flags, directory_argument, flag_assignments, load
 from flashsim.lab.compute import lab_data, run_lab, write_data
 from flashsim.lab.grid import LabConfig, settings
@@ -25,10 +26,7 @@ DATA = "data.js"
 def configure(parser: argparse.ArgumentParser) -> None:
     """The options of ``flashsim lab`` (:mod:`flashsim.cli` makes the parser)."""
     paths = add_flags(parser, LabConfig, flat=True)
-    parser.add_argument("--config", default=None, metavar="FILE.yaml",
-                        help="a YAML file of LabConfig keys (applied before --set and the flags)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="set any LabConfig key (repeatable), e.g. --set lags=0,8")
+    add_config_sources(parser, "LabConfig", "lags=0,8")
     parser.add_argument("--out", type=directory_argument, required=True, metavar="DIR",
                         help="directory of the finished cells (resumed if it holds some) and data.js")
     parser.add_argument("--data", type=Path, default=None, metavar="FILE.js",

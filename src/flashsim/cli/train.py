@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from flashsim.cli import add_loss_option_flags, loss_option_assignments
+from flashsim.cli import add_config_sources, add_loss_option_flags, loss_option_assignments
 from flashsim.config import add_flags, directory_argument, field_docs, flag_assignments, load
 from flashsim.losses.registry import LOSSES
 from flashsim.outputs import LOGGERS
@@ -43,10 +43,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the algorithm: a loss of flashsim.losses.LOSSES with its group size (8 for grpo, rloo, dr_grpo; "
         "flags below override single fields) [default: flash_reinforce]",
     )
-    parser.add_argument("--config", default=None, metavar="FILE.yaml",
-                        help="a YAML file of TrainConfig keys (applied after --algo, before --set and flags)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any config key (repeatable), e.g. --set algorithm.loss_options.clip_eps=0.1")
+    add_config_sources(parser, "TrainConfig", "algorithm.loss_options.clip_eps=0.1", after="--algo")
     add_loss_option_flags(parser, "algorithm.loss_options")  # --delta, --clip-eps, ...: one flag per table row
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON on stdout")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

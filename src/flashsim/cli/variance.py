@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from flashsim.cli import add_loss_option_flags, loss_option_assignments
+from flashsim.cli import add_config_sources, add_loss_option_flags, loss_option_assignments
 from flashsim.config import add_flags, directory_argument, flag_assignments, load, to_dict
 from flashsim.losses import DEFAULT_DELTA
 from flashsim.storage import atomic_write_text
@@ -51,10 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         names={"budgets": "--budget", "group_sizes": "--group-size", "losses": "--loss"},
     )
     add_loss_option_flags(parser, "loss_options")  # --delta, --clip-eps, ...: one flag per table row
-    parser.add_argument("--config", default=None, metavar="FILE.yaml",
-                        help="a YAML file of SweepConfig keys (applied before --set and the flags)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="set any SweepConfig key (repeatable), e.g. --set lags=0,4")
+    add_config_sources(parser, "SweepConfig", "lags=0,4")
     parser.add_argument("--out", type=directory_argument, required=True, metavar="DIR",
                         help="directory for the CSV and plots")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
