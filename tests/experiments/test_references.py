@@ -144,6 +144,15 @@ def test_reached_counts_the_seeds_whose_run_reached_the_level(stores):
             == f"{len(within)} of {len(rows)}")
 
 
+def test_largest_is_the_worst_single_run_of_an_arm_at_a_setting(stores):
+    with open(ROOT / "docs/full-budget/results/C2/per_seed.csv", newline="") as file:
+        rows = [r for r in csv.DictReader(file) if (r["setting"], r["arm"]) == ("lr0.1_lag2", "token_gate")]
+    worst = max(float(r["drawdown"]) for r in rows)
+    mean = sum(float(r["drawdown"]) for r in rows) / len(rows)
+    assert worst > mean + 1e-3  # one run's fall, not the mean's
+    assert render_references("{{ full:C2@lr0.1_lag2#drawdown largest:token_gate 4 }}", stores) == f"{worst:.4f}"
+
+
 def test_a_probe_reads_its_cell_of_the_probe_table(stores):
     table = (ROOT / "docs/full-budget/results/C1/probes.md").read_text()
     row = next(line for line in table.splitlines() if line.startswith("| GRPO (64 × 4), twice the batch | 100 |"))
@@ -184,7 +193,7 @@ def test_an_exploratory_decision_that_holm_undoes_says_so(stores):
     "{{ full:C8#no_metric value:lag4 }}", "{{ full:C8 percent:nobody }}", "{{ full:C8 reached:nobody }}",
     "{{ full:C1 probe:flash:7:cosine_of_mean }}", "{{ full:C1 probe:flash:0:colour }}",
     "{{ full:C8 probe:lag4:0:cosine }}",
-    "{{ full:C8#drawdown:lag4/no_gate_lag4 quoted }}",
+    "{{ full:C8#drawdown:lag4/no_gate_lag4 quoted }}", "{{ full:C2#no_metric largest:token_gate }}",
 ])
 def test_a_reference_the_stores_do_not_hold_fails_naming_it(reference, stores):
     with pytest.raises(ValueError, match=r"reference|page|field|article"):

@@ -75,6 +75,8 @@ FIELDS = {
     "reached:ARM[:BOUND]": "in how many seeds an arm's threshold metric (#METRIC) has a value, i.e. the run reached "
                            "the level ('6 of 20'), or with BOUND a value of at most BOUND (reached within a budget); "
                            "from per_seed.csv",
+    "largest:ARM": "the largest value of an arm's metric (#METRIC) over its seeds at the setting: one run's worst "
+                   "fall, say (from per_seed.csv; DIGITS decimals, 3 unless given)",
     "probe:ARM:UPDATE:COLUMN": "a gradient probe's mean with its 95 % interval: the column of probes.md (e.g. "
                                "`cosine_of_mean`) for the arm at the update (DIGITS decimals, 2 unless given)",
     "quoted": "the number the comparison quotes, as its design writes it (another system's speed-up, which the "
@@ -187,7 +189,7 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         return _collapse(stores.fisher(family, claim), target["setting"], name, argument)
     summary = stores.summary(family, claim)
     setting = target["setting"] or summary["headline"]
-    if name in ("mean", "value", "percent", "drift", "reached", "probe"):
+    if name in ("mean", "value", "percent", "drift", "reached", "largest", "probe"):
         return _arm_field(stores, target, summary, setting, name, argument, digits)
     comparison = _comparison(summary, target)
     result = comparison["by_knob"][setting]
@@ -230,8 +232,8 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
 
 def _arm_field(stores: Stores, target: re.Match, summary: Mapping, setting: str, name: str, argument: str,
                digits: int | None) -> str:
-    """A field of one arm (its mean, share, drift, seeds that reached a level, a probe): read from the claim's
-    committed means.csv, per_seed.csv or probes.md, in any metric they hold, compared or not."""
+    """A field of one arm (its mean, share, drift, seeds that reached a level, largest value, a probe): read from the
+    claim's committed means.csv, per_seed.csv or probes.md, in any metric they hold, compared or not."""
     family, claim = target["page"], target["claim"]
     if name in ("mean", "value", "percent", "drift"):
         metric = "sequence_kl" if name == "drift" else target["metric"] or summary["comparisons"][0]["metric"]
@@ -248,6 +250,13 @@ def _arm_field(stores: Stores, target: re.Match, summary: Mapping, setting: str,
         if name == "value":
             return _number(mean, places)
         return f"{_number(mean, places)} [{_number(float(row['low']), places)}, {_number(float(row['high']), places)}]"
+    if name == "largest":
+        metric = target["metric"] or summary["comparisons"][0]["metric"]
+        values = [float(row[metric]) for row in stores.rows(family, claim, "per_seed.csv")
+                  if (row["setting"], row["arm"]) == (setting, argument) and row[metric]]
+        if not values or not all(math.isfinite(v) for v in values):
+            raise KeyError(f"{metric} of {argument} at {setting}")
+        return _number(max(values), 3 if digits is None else digits)
     if name == "reached":
         arm, _, bound = argument.partition(":")
         metric = target["metric"] or summary["comparisons"][0]["metric"]
