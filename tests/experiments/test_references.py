@@ -175,6 +175,71 @@ def test_quoted_renders_the_number_a_comparison_quotes(stores):
     assert render_references("{{ full:C7 quoted }}", stores) == comparison["paper"]
 
 
+def _csv(path):
+    with open(ROOT / path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def test_per_seed_fields_read_one_arms_runs(stores):
+    rows = [r for r in _csv("docs/transformer/results/C9collapse/per_seed.csv") if r["arm"] == "grpo"]
+    calls = {r["seed"]: float(r["tool_calls"]) for r in rows}
+    lowest = min(calls, key=calls.get)
+    assert render_references("{{ transformer:C9collapse lowest:grpo }}", stores) == f"{calls[lowest]:.3f}"
+    assert render_references("{{ transformer:C9collapse lowest-seed:grpo }}", stores) == lowest
+    assert render_references("{{ transformer:C9collapse range:grpo 2 }}", stores) == (
+        f"{min(calls.values()):.2f}–{max(calls.values()):.2f}")
+    seed = rows[3]["seed"]
+    assert render_references(f"{{{{ transformer:C9collapse#auc run:grpo/{seed} 4 }}}}", stores) == (
+        f"{float(rows[3]['auc']):.4f}")
+
+
+def test_a_start_value_is_the_final_value_less_its_change(stores):
+    rows = [r for r in _csv("docs/transformer/results/C9/per_seed.csv") if r["arm"] == "flash"]
+    assert "tool_calls_start" not in rows[0]
+    start = [float(r["tool_calls"]) - float(r["tool_calls_change"]) for r in rows]
+    assert render_references("{{ transformer:C9#tool_calls_start range:flash }}", stores) == (
+        f"{min(start):.3f}–{max(start):.3f}")
+
+
+def test_ahead_behind_and_spread_count_the_pairs_each_way(stores):
+    rows = _csv("docs/transformer/results/C9/per_seed.csv")
+    flash = {r["seed"]: float(r["tool_calls"]) for r in rows if r["arm"] == "flash"}
+    differences = [flash[r["seed"]] - float(r["tool_calls"]) for r in rows if r["arm"] == "grpo"]
+    ahead, behind = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
+    assert ahead and behind  # both ways occur on this comparison, so a swapped count would show
+    assert render_references("{{ transformer:C9 ahead }}", stores) == f"{ahead} of {len(differences)}"
+    assert render_references("{{ transformer:C9 -ahead }}", stores) == f"{behind} of {len(differences)}"
+    low, high = min(differences), max(differences)
+    assert render_references("{{ transformer:C9 spread }}", stores) == (
+        f"{low:.3f} to +{high:.3f}".replace("-", "−"))
+    assert render_references("{{ transformer:C9 -spread }}", stores) == (
+        f"{-high:.3f} to +{-low:.3f}".replace("-", "−"))
+
+
+def test_a_collapse_tests_seeds_and_the_count_it_needed(stores):
+    from scipy.stats import fisher_exact
+
+    from flashsim.experiments.analysis import fmt_p
+    from flashsim.experiments.verdict import holm
+    fisher = json.loads((ROOT / "docs/transformer/results/C2collapse/fisher.json").read_text())
+    seeds = fisher["counts"]["tool30_lag2"]["token_gate"]["collapsed"]
+    assert render_references("{{ transformer:C2collapse@tool30_lag2 seeds:token_gate }}", stores) == (
+        ", ".join(map(str, seeds)))
+    assert render_references("{{ transformer:C2collapse@tool30_lag1 seeds:token_gate }}", stores) == "none"
+    text = render_references("{{ transformer:C2collapse@tool30_lag2 needed }}", stores)
+    needed = int(text.split("/")[0])
+    by_knob = fisher["tests"]["token_gate"]["by_knob"]
+    row, other = by_knob["tool30_lag2"], by_knob["tool30_lag1"]["p"]
+
+    def decided(k):
+        baseline = [row["baseline_collapsed"], row["baseline_runs"] - row["baseline_collapsed"]]
+        p = fisher_exact([[k, row["runs"] - k], baseline], alternative="greater").pvalue
+        return holm([p, other])[0] <= fisher["alpha"], p
+
+    assert decided(needed)[0] and not decided(needed - 1)[0] and needed > row["collapsed"]
+    assert text == f"{needed}/{row['runs']} (p {fmt_p(decided(needed)[1])} before Holm)"
+
+
 def test_an_exploratory_verdict_renders_exploratory_with_its_holm_p(stores):
     result = json.loads((ROOT / "docs/results/C3/summary.json").read_text())["comparisons"][0]["by_knob"]["chain_lag0"]
     text = render_references("{{ quick:C3@chain_lag0 verdict }}", stores)
@@ -194,6 +259,10 @@ def test_an_exploratory_decision_that_holm_undoes_says_so(stores):
     "{{ full:C1 probe:flash:7:cosine_of_mean }}", "{{ full:C1 probe:flash:0:colour }}",
     "{{ full:C8 probe:lag4:0:cosine }}",
     "{{ full:C8#drawdown:lag4/no_gate_lag4 quoted }}", "{{ full:C2#no_metric largest:token_gate }}",
+    "{{ transformer:C9#colour value:flash }}", "{{ transformer:C9 range:nobody }}",
+    "{{ transformer:C9 run:flash/999 }}", "{{ transformer:C9@tool99 value:flash }}",
+    "{{ transformer:C9#colour_start range:flash }}",
+    "{{ transformer:C2collapse seeds:token_gate }}", "{{ transformer:C2collapse@tool30_lag9 needed }}",
 ])
 def test_a_reference_the_stores_do_not_hold_fails_naming_it(reference, stores):
     with pytest.raises(ValueError, match=r"reference|page|field|article"):

@@ -7,7 +7,9 @@ committed stores hold when the page is rendered, so a rerun or a corrected store
     {{ full:C3 times }}                      the primary's factor with its interval: 1.02× [0.98, 1.06]
     {{ quick:C3@chain_lag0 verdict }}        a setting's verdict: negligible (exploratory, Holm p 0.069 ...)
     {{ quick:C9#tool_calls:flash/positive_only difference 2 }}   a comparison by metric (and arms), 2 digits
-    {{ transformer:C2collapse collapsed:token_gate@tool30_lag2 }}   a collapse count: 3/30
+    {{ transformer:C2collapse@tool30_lag2 collapsed:token_gate }}   a collapse count: 3/30
+    {{ transformer:C2#acceptance_rate percent:sequence_gate }}      an arm's mean in an untested metric: 89 %
+    {{ transformer:C9#tool_calls_start range:grpo 2 }}             per-seed lowest–highest after the warm-up: 0.20–0.24
     {{ article:token_mean_length }}          the article's words, from its committed table (``article.json``)
     {{ c1-tuned:sentence ../ }}              C1 tuned's generated sentence, linked from a page one folder down
 
@@ -35,10 +37,12 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from scipy import stats
+
 from flashsim.experiments.analysis import fmt, fmt_p
 from flashsim.experiments.pages import PAGES, page_of
 from flashsim.experiments.summaries import finalized_collapse, load_family
-from flashsim.experiments.verdict import with_holm
+from flashsim.experiments.verdict import holm, with_holm
 from flashsim.losses import DEFAULT_DELTA
 
 ARTICLE = Path(__file__).with_name("article.json")
@@ -81,10 +85,25 @@ FIELDS = {
                                "`cosine_of_mean`) for the arm at the update (DIGITS decimals, 2 unless given)",
     "quoted": "the number the comparison quotes, as its design writes it (another system's speed-up, which the "
               "article's table does not hold; the sentence names the source)",
+    "-ahead": "in how many of the seed pairs the baseline is ahead of the arm ('k of n')",
+    "spread": "the lowest and highest per-seed difference (arm − baseline) over the complete pairs, signed ('−0.012 "
+              "to +0.238')",
+    "-spread": "the same per-seed differences negated (baseline − arm)",
+    "range:ARM": "the lowest and highest per-seed value of an arm at the setting ('0.834–0.923'), in the comparison's "
+                 "metric or in #METRIC",
+    "lowest:ARM": "the lowest per-seed value of an arm (a metric as for range:ARM)",
+    "lowest-seed:ARM": "the seed that has it",
+    "run:ARM/SEED": "one run's value: the arm's at seed SEED (a metric as for range:ARM)",
     "collapsed:ARM": "a collapse test's count of collapsed runs of an arm ('k/n'; @SETTING the setting)",
+    "seeds:ARM": "a collapse test's collapsed seeds of an arm at the setting ('102, 113, 126'; 'none')",
     "fisher": "a collapse test's Fisher p at the setting (the confirmatory arm's, ':ARM' for another's)",
+    "needed": "a collapse test's smallest count of collapsed runs that would have decided the setting (Holm over its "
+              "settings, the others and the baseline's count as they are) with its Fisher p: '6/30 (p 0.012 before "
+              "Holm)' (the confirmatory arm's, ':ARM' for another's)",
 }
-"""Every field a reference may ask for, and what it renders."""
+"""Every field a reference may ask for, and what it renders. A per-seed field (``range``, ``lowest``, ``run``) reads
+``per_seed.csv``; there a metric ``X_start`` the store does not hold as a column is ``X`` − ``X_change`` (the value
+after the warm-up, where the store holds the final value and the change since)."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -185,11 +204,16 @@ def resolve(body: str, stores: Stores) -> str:
 def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> str:
     family, claim = target["page"], target["claim"]
     name, _, argument = field.partition(":")
-    if name in ("collapsed", "fisher"):
+    if name in ("collapsed", "fisher", "seeds", "needed"):
         return _collapse(stores.fisher(family, claim), target["setting"], name, argument)
     summary = stores.summary(family, claim)
     setting = target["setting"] or summary["headline"]
-    if name in ("mean", "value", "percent", "drift", "reached", "largest", "probe"):
+    if name in ("mean", "value", "percent", "drift", "reached", "largest", "probe", *SEED_FIELDS):
+        if setting not in {knob["name"] for knob in summary["knob"]}:
+            raise KeyError(setting)
+        if name in SEED_FIELDS:
+            metric = target["metric"] or summary["comparisons"][0]["metric"]
+            return _seed_field(stores.rows(family, claim, "per_seed.csv"), setting, metric, name, argument, digits)
         return _arm_field(stores, target, summary, setting, name, argument, digits)
     comparison = _comparison(summary, target)
     result = comparison["by_knob"][setting]
@@ -221,8 +245,19 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         return _number(result["effect"], 3 if digits is None else digits)
     if name == "pairs":
         return str(result["pairs"])
-    if name == "ahead":
-        return _ahead(stores.rows(family, claim, "per_seed.csv"), comparison, setting)
+    if name in ("ahead", "-ahead"):
+        pairs = _pairs(stores.rows(family, claim, "per_seed.csv"), comparison, setting)
+        better = (lambda a, b: a > b) if comparison["direction"] == "greater" else (lambda a, b: a < b)
+        wins = sum(better(*pair) if name == "ahead" else better(*pair[::-1]) for pair in pairs)
+        return f"{wins} of {len(pairs)}"
+    if name in ("spread", "-spread"):
+        sign = -1 if name.startswith("-") else 1
+        differences = [sign * (arm - baseline) for arm, baseline in
+                       _pairs(stores.rows(family, claim, "per_seed.csv"), comparison, setting)]
+        if not differences:
+            raise KeyError("pairs")
+        places = 3 if digits is None else digits
+        return " to ".join(_sign(fmt(value, places), value) for value in (min(differences), max(differences)))
     if name == "quoted":
         if not comparison.get("paper") or comparison.get("source") in (None, "none"):
             raise KeyError("quoted")
@@ -291,6 +326,53 @@ def _probe(stores: Stores, family: str, claim: str, summary: Mapping, argument: 
     return f"{fmt(mean, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
 
 
+SEED_FIELDS = ("range", "lowest", "lowest-seed", "run")
+"""The fields that read one arm's runs, seed by seed, from ``per_seed.csv``."""
+
+
+def _seed_field(rows: list[dict], setting: str, metric: str, name: str, argument: str, digits: int | None) -> str:
+    """A field of one arm's runs (the lowest–highest, the lowest and its seed, one run's value) in ``metric``."""
+    places = 3 if digits is None else digits
+    arm, _, seed = argument.partition("/")
+    values = _per_seed(rows, setting, arm, metric)
+    if name == "run":
+        return _sign(fmt(values[seed], places), values[seed]).lstrip("+")
+    finite = {s: v for s, v in values.items() if math.isfinite(v)}
+    if not finite:
+        raise KeyError(f"{arm} has no finite {metric}")
+    lowest = min(finite, key=finite.get)
+    if name == "lowest":
+        return _sign(fmt(finite[lowest], places), finite[lowest]).lstrip("+")
+    if name == "lowest-seed":
+        return lowest
+    low, high = min(finite.values()), max(finite.values())
+    return f"{_sign(fmt(low, places), low).lstrip('+')}–{_sign(fmt(high, places), high).lstrip('+')}"
+
+
+def _per_seed(rows: list[dict], setting: str, arm: str, metric: str) -> dict[str, float]:
+    """An arm's per-seed values of ``metric`` at ``setting`` (NaN where a run has none); ``X_start`` is ``X`` −
+    ``X_change`` where the store holds no such column."""
+    values = {}
+    for row in rows:
+        if (row["setting"], row["arm"]) != (setting, arm):
+            continue
+        if metric in row:
+            values[row["seed"]] = float(row[metric]) if row[metric] else math.nan
+        elif metric.endswith("_start") and {metric[:-6], metric[:-6] + "_change"} <= row.keys():
+            final, change = row[metric[:-6]], row[metric[:-6] + "_change"]
+            values[row["seed"]] = float(final) - float(change) if final and change else math.nan
+        else:
+            raise KeyError(metric)
+    if not values:
+        raise KeyError(f"{arm} at {setting}")
+    return values
+
+
+def _sign(text: str, value: float) -> str:
+    """``text`` (a formatted ``value``) with a + before a positive value and a minus sign for a negative one."""
+    return ("+" if value > 0 else "") + re.sub(r"(?<!e)-", "−", text)
+
+
 def _comparison(summary: Mapping, target: re.Match) -> Mapping:
     if target["metric"] is None:
         return summary["comparisons"][0]
@@ -318,27 +400,43 @@ def _signed(interval: Mapping, sign: int, digits: int) -> str:
     return ("+" if mean > 0 else "") + re.sub(r"(?<!e)-", "−", text)
 
 
-def _ahead(rows: list[dict], comparison: Mapping, setting: str) -> str:
-    """In how many complete pairs the arm beats the baseline in the comparison's direction."""
+def _pairs(rows: list[dict], comparison: Mapping, setting: str) -> list[tuple[float, float]]:
+    """The complete seed pairs (arm's value, baseline's value) of the comparison's metric at ``setting``."""
     metric, values = comparison["metric"], {}
     for row in rows:
         if row["setting"] == setting and row["arm"] in (comparison["arm"], comparison["baseline"]) and row[metric]:
             values.setdefault(row["seed"], {})[row["arm"]] = float(row[metric])
-    pairs = [v for v in values.values() if len(v) == 2 and all(math.isfinite(x) for x in v.values())]
-    better = (lambda a, b: a > b) if comparison["direction"] == "greater" else (lambda a, b: a < b)
-    wins = sum(better(v[comparison["arm"]], v[comparison["baseline"]]) for v in pairs)
-    return f"{wins} of {len(pairs)}"
+    return [(v[comparison["arm"]], v[comparison["baseline"]]) for v in values.values()
+            if len(v) == 2 and all(math.isfinite(x) for x in v.values())]
 
 
 def _collapse(fisher: Mapping, setting: str | None, name: str, arm: str) -> str:
     if setting is None:
         raise ValueError("a collapse reference names its setting: PAGE:CLAIM@SETTING")
-    if name == "collapsed":
+    if name in ("collapsed", "seeds"):
         row = fisher["counts"][setting][arm]
+        if name == "seeds":
+            return ", ".join(str(seed) for seed in row["collapsed"]) or "none"
         return f"{len(row['collapsed'])}/{row['runs']}"
     tests = fisher["tests"]
     test = tests[arm] if arm else next(t for t in tests.values() if t["confirmatory"])
+    if name == "needed":
+        return _needed(test["by_knob"], setting, fisher["alpha"])
     return fmt_p(test["by_knob"][setting]["p"])
+
+
+def _needed(by_knob: Mapping, setting: str, alpha: float) -> str:
+    """The smallest count of collapsed runs at ``setting`` that Fisher's one-sided test, Holm-adjusted over the
+    settings (the other settings' p and the baseline's count as they are), would have decided at ``alpha``."""
+    row = by_knob[setting]
+    others = [r["p"] for knob, r in by_knob.items() if knob != setting]
+    for collapsed in range(row["runs"] + 1):
+        table = [[collapsed, row["runs"] - collapsed],
+                 [row["baseline_collapsed"], row["baseline_runs"] - row["baseline_collapsed"]]]
+        p = float(stats.fisher_exact(table, alternative="greater").pvalue)
+        if holm([p, *others])[0] <= alpha:
+            return f"{collapsed}/{row['runs']} (p {fmt_p(p)} before Holm)"
+    return f"more than {row['runs']}/{row['runs']}"
 
 
 def numbers_outside_references(text: str) -> list[str]:
