@@ -54,6 +54,7 @@ TARGET = re.compile(r"(?P<page>[\w-]+):(?P<claim>C\d\w*)(?:@(?P<setting>[\w.]+))
 
 FIELDS = {
     "verdict": "the verdict; a primary's final one after Holm, an exploratory one with 'exploratory' and its Holm p",
+    "rule": "a primary's outcome by the rule, before Holm over its page's family (for a sentence that says so)",
     "difference": "the mean difference (arm − baseline) with its sign and 95 % interval",
     "-difference": "the same difference negated (baseline − arm), for a sentence that names the baseline first",
     "point": "the mean difference alone, with its sign (for a sentence that gives its interval elsewhere or not at "
@@ -222,6 +223,10 @@ def _field(stores: Stores, target: re.Match, field: str, digits: int | None) -> 
         result = {**result, **summary["primary"]}
     if name == "verdict":
         return _verdict(result, primary)
+    if name == "rule":
+        if not primary:
+            raise KeyError("rule: only a primary has an outcome before its page's Holm")
+        return result["rule_verdict"]
     if name in ("difference", "-difference"):
         return _signed(result["difference"], -1 if name.startswith("-") else 1, 3 if digits is None else digits)
     if name == "point":
@@ -459,13 +464,15 @@ def numbers_outside_references(text: str) -> list[str]:
 
 SETTING_BEFORE = re.compile(r"(?:\blr|learning rate|smallest effect(?: of)?|[σδεLHGBm] [=≤≥<>]|seeds?|grid|threshold|"
                             r"claimed size|pre-registered(?: at)?|error rate|against|within|level|"
-                            r"grid [\d.–]+ was extended to|lr ∈ \{(?:[\d.]+, )*|the design gives|"
+                            r"grid [\d.–]+ was extended to|(?:pre-registered|collapse) drop|"
+                            r"calculator(?: is)? wrong on|model alone reaches|lr ∈ \{(?:[\d.]+, )*|the design gives|"
                             r"predicted(?: an?)?(?: factor| gain)?(?: near| of about| about| of)?(?: [+−]?[\d.]+ to)?)"
                             r"\s*(?:±|of )?\s*[+]?(?:[\d.]+\s*–\s*)?$")
 """Words just before a number that make it a setting of the design (``lr 0.03``, ``the smallest effect of 0.01``,
 ``lr ∈ {0.03, 0.1}``, ``pre-registered at 50 %``, a prediction the design wrote before its run: ``predicted a factor
 near 1.3``, ``predicted +0.005 to +0.02``, a property of the task ``the design gives 0.70``), also as the second end
-of a range (``against 0.54–0.58``)."""
+of a range (``against 0.54–0.58``); the collapse test's ``collapse drop of 0.05``, the claims' task's ``calculator
+wrong on 30 %`` and the pilot rule's ``the model alone reaches 0.2``."""
 SETTING_AFTER = re.compile(r"\s*(?:(?:and \d+(?:\.\d+)? )?of (?:the|its) optimum|nats? of entropy|"
                            r"×?\s*\(?(?:flashsim's|pre-registered))")
 """Words just after a number that make it a setting (``0.9 of the optimum``, ``0.6 and 0.7 of the optimum``,
