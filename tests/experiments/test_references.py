@@ -83,6 +83,14 @@ def test_a_typed_result_in_a_discussion_is_found(typed):
     assert numbers_outside_references(typed)
 
 
+@pytest.mark.parametrize("typed, result", [
+    ("It ends at 0.396 against 0.344 in accuracy.", "0.344"),  # the second of two results
+    ("FlashREINFORCE climbs back faster: 1.39 against 1.23 at update 100.", "1.23"),
+])
+def test_a_result_after_against_is_found(typed, result):
+    assert result in numbers_outside_references(typed)
+
+
 def test_settings_and_references_are_not_typed_results():
     text = ("At lr 0.03 and L = 8 with 32 × 4, the smallest effect of 0.01 and 0.9 of the optimum, "
             "{{ quick:C3 times }} against {{ article:length_factor }}; commit 3b86649, seeds 10–19, `a 0.5 code`; "

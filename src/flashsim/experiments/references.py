@@ -455,7 +455,7 @@ def numbers_outside_references(text: str) -> list[str]:
     found = []
     for pattern in RESULT_NUMBERS:
         for match in pattern.finditer(text):
-            before, after = text[max(0, match.start() - 30):match.start()].lower(), text[match.end():match.end() + 30]
+            before, after = text[max(0, match.start() - 40):match.start()].lower(), text[match.end():match.end() + 30]
             if SETTING_BEFORE.search(before) or SETTING_AFTER.match(after.lower()):
                 continue
             found.append(match.group().strip())
@@ -463,15 +463,16 @@ def numbers_outside_references(text: str) -> list[str]:
 
 
 SETTING_BEFORE = re.compile(r"(?:\blr|learning rate|smallest effect(?: of)?|[σδεLHGBm] [=≤≥<>]|seeds?|grid|threshold|"
-                            r"claimed size|pre-registered(?: at)?|error rate|against|within|level|"
-                            r"grid [\d.–]+ was extended to|(?:pre-registered|collapse) drop|"
+                            r"claimed size|pre-registered(?: at)?|error rate|design gives [\d.]+,? against|within|"
+                            r"level|grid [\d.–]+ was extended to|(?:pre-registered|collapse) drop|"
                             r"calculator(?: is)? wrong on|model alone reaches|lr ∈ \{(?:[\d.]+, )*|the design gives|"
                             r"predicted(?: an?)?(?: factor| gain)?(?: near| of about| about| of)?(?: [+−]?[\d.]+ to)?)"
                             r"\s*(?:±|of )?\s*[+]?(?:[\d.]+\s*–\s*)?$")
 """Words just before a number that make it a setting of the design (``lr 0.03``, ``the smallest effect of 0.01``,
 ``lr ∈ {0.03, 0.1}``, ``pre-registered at 50 %``, a prediction the design wrote before its run: ``predicted a factor
 near 1.3``, ``predicted +0.005 to +0.02``, a property of the task ``the design gives 0.70``), also as the second end
-of a range (``against 0.54–0.58``); the collapse test's ``collapse drop of 0.05``, the claims' task's ``calculator
+of a range (``the design gives 0.70 against 0.54–0.58``; "against" alone makes nothing a setting: in ``0.396 against
+0.344`` both are results); the collapse test's ``collapse drop of 0.05``, the claims' task's ``calculator
 wrong on 30 %`` and the pilot rule's ``the model alone reaches 0.2``."""
 SETTING_AFTER = re.compile(r"\s*(?:(?:and \d+(?:\.\d+)? )?of (?:the|its) optimum|nats? of entropy|"
                            r"×?\s*\(?(?:flashsim's|pre-registered))")
