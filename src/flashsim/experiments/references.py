@@ -75,8 +75,9 @@ FIELDS = {
     "value:ARM": "the same mean alone, without its interval",
     "percent:ARM": "the same mean as a percentage ('98 %'; DIGITS decimals, 0 unless given), for a fraction such as "
                    "the share of trajectories the gate admits",
-    "drift:ARM": "an arm's mean drift (`sequence_kl`) at the setting in units of flashsim's δ ('0.37 δ'; DIGITS "
-                 "decimals, 2 unless given)",
+    "drift:ARM": "an arm's mean drift at the setting in units of δ ('0.37 δ'; DIGITS decimals, 2 unless given): "
+                 "`sequence_kl` over flashsim's δ, or where a store holds no sequence KL its own `drift` metric, "
+                 "already in δ (the transformer's)",
     "reached:ARM[:BOUND]": "in how many seeds an arm's threshold metric (#METRIC) has a value, i.e. the run reached "
                            "the level ('6 of 20'), or with BOUND a value of at most BOUND (reached within a budget); "
                            "from per_seed.csv",
@@ -276,16 +277,20 @@ def _arm_field(stores: Stores, target: re.Match, summary: Mapping, setting: str,
     claim's committed means.csv, per_seed.csv or probes.md, in any metric they hold, compared or not."""
     family, claim = target["page"], target["claim"]
     if name in ("mean", "value", "percent", "drift"):
-        metric = "sequence_kl" if name == "drift" else target["metric"] or summary["comparisons"][0]["metric"]
-        row = next(r for r in stores.rows(family, claim, "means.csv") if
-                   (r["knob"], r["arm"], r["metric"]) == (setting, argument, metric))
+        rows = {r["metric"]: r for r in stores.rows(family, claim, "means.csv")
+                if (r["knob"], r["arm"]) == (setting, argument)}
+        # drift: the toy's sequence KL over flashsim's δ, or a store's own `drift` (the transformer's, already in δ)
+        metric = ("sequence_kl" if "sequence_kl" in rows else "drift") if name == "drift" else (
+            target["metric"] or summary["comparisons"][0]["metric"])
+        row = rows[metric]
         mean = float(row["mean"])
         if not math.isfinite(mean):
             raise KeyError(f"mean of {argument} in {metric} at {setting}")
         if name == "percent":
             return f"{100 * mean:.{0 if digits is None else digits}f} %"
         if name == "drift":
-            return f"{mean / DEFAULT_DELTA:.{2 if digits is None else digits}f} δ"
+            in_delta = mean / DEFAULT_DELTA if metric == "sequence_kl" else mean
+            return f"{in_delta:.{2 if digits is None else digits}f} δ"
         places = 3 if digits is None else digits
         if name == "value":
             return _number(mean, places)
@@ -462,9 +467,10 @@ def numbers_outside_references(text: str) -> list[str]:
     return found
 
 
-SETTING_BEFORE = re.compile(r"(?:\blr|learning rate|smallest effect(?: of)?|[σδεLHGBm] [=≤≥<>]|seeds?|grid|threshold|"
-                            r"claimed size|pre-registered(?: at)?|error rate|design gives [\d.]+,? against|within|"
-                            r"level|grid [\d.–]+ was extended to|(?:pre-registered|collapse) drop|"
+SETTING_BEFORE = re.compile(r"(?:\blr(?: [≤≥<>])?|learning rate|smallest effect(?: of)?|[σδεLHGBm] [=≤≥<>]|seeds?|"
+                            r"grid|threshold|claimed size|pre-registered(?: at)?|error rate|"
+                            r"design gives [\d.]+,? against|within|level|grid [\d.–]+ was extended to|"
+                            r"(?:pre-registered|collapse) drop|"
                             r"calculator(?: is)? wrong on|model alone reaches|lr ∈ \{(?:[\d.]+, )*|the design gives|"
                             r"predicted(?: an?)?(?: factor| gain)?(?: near| of about| about| of)?(?: [+−]?[\d.]+ to)?)"
                             r"\s*(?:±|of )?\s*[+]?(?:[\d.]+\s*–\s*)?$")
