@@ -127,8 +127,9 @@ def run_transformer_tuning(out: Path, stop: str | None = None) -> dict[str, obje
 
 
 def verdict_cells(out: Path, exponents: dict[str, int], seeds: Sequence[int]) -> dict[str, object]:
-    """Each arm's auc at its chosen exponent on ``seeds`` and, once both arms have every seed, the paired verdict
-    (a partial verdict run is reported as not done, never judged)."""
+    """Each arm's auc at its chosen exponent on ``seeds`` (``auc_by_seed``, so the verdict can be recomputed from
+    the summary) and, once both arms have every seed, the paired verdict (a partial verdict run is reported as not
+    done, never judged)."""
     arms = {arm: {s: json.loads(transformer_cell_path(out, arm, k, s).read_text())["metrics"]["auc"]
                   for s in seeds if transformer_cell_path(out, arm, k, s).exists()} for arm, k in exponents.items()}
     done = sorted(set(arms["flash"]) & set(arms["grpo"])) if len(arms) == 2 else []
@@ -139,7 +140,8 @@ def verdict_cells(out: Path, exponents: dict[str, int], seeds: Sequence[int]) ->
         comparison = {"seeds": len(done), "difference": v.difference.to_dict(), "verdict": v.verdict, "p": v.p,
                       "flash": mean_interval(flash).to_dict(), "grpo": mean_interval(grpo).to_dict(),
                       "flash_ahead": int(sum(a > b for a, b in zip(flash, grpo)))}
-    return {"comparison": comparison, "verdict_seeds": list(seeds), "verdict_seeds_done": len(done)}
+    return {"comparison": comparison, "verdict_seeds": list(seeds), "verdict_seeds_done": len(done),
+            "auc_by_seed": {arm: {str(s): values[s] for s in sorted(values)} for arm, values in arms.items()}}
 
 
 def summarize_transformer_tuning(out: Path) -> dict[str, object]:

@@ -80,6 +80,7 @@ def test_the_confirmatory_rerun_reads_the_committed_choice_and_judges_only_its_f
     assert c["seeds"] == 10 and c["difference"]["mean"] == pytest.approx(sum(flash) / 10 - sum(grpo) / 10, rel=1e-12)
     assert c["flash_ahead"] == sum(a > b for a, b in zip(flash, grpo))
     assert summary["rates"] == {"flash": pytest.approx(3e-4), "grpo": pytest.approx(1.5e-4)}
+    assert [summary["auc_by_seed"]["flash"][str(s)] for s in c1_tuned.CONFIRMATORY_SEEDS] == flash
 
 
 def test_the_confirmatory_rerun_refuses_a_summary_without_an_interior_choice(tmp_path):
@@ -104,3 +105,18 @@ def test_the_page_prints_the_confirmatory_verdict_beside_the_exploratory_one():
     assert "(420–429)" in text and "*supported*" in text and "ahead on 9 of 10 seeds" in text
     assert "not run" not in "\n".join(transformer_section(first, done))
     assert "not run" in "\n".join(transformer_section(first, None))
+
+
+def test_the_transformer_sentence_gives_the_confirmatory_verdict_first_and_says_when_it_is_not_done():
+    from flashsim.studies.c1_tuned.page import transformer_sentence
+
+    interval = {"mean": 0.02, "low": 0.01, "high": 0.03, "n": 10}
+    first = {"verdict_seeds": list(c1_tuned.VERDICT_SEEDS), "comparison": {
+        "seeds": 10, "difference": interval, "verdict": "inconclusive"}}
+    rerun = {"verdict_seeds": list(c1_tuned.CONFIRMATORY_SEEDS), "comparison": {
+        "seeds": 10, "difference": {**interval, "mean": 0.029}, "verdict": "supported", "flash_ahead": 10}}
+    done = transformer_sentence(first, rerun)
+    assert done.index("+0.029") < done.index("*supported*") < done.index("exploratory") < done.index("*inconclusive*")
+    assert "420–429, FlashREINFORCE ahead on 10 of 10" in done and "410–419" in done
+    assert "is not done" in transformer_sentence(first, {**rerun, "comparison": None})
+    assert "is not done" in transformer_sentence(first, None) and "*inconclusive*" in transformer_sentence(first, None)

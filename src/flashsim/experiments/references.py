@@ -12,6 +12,7 @@ committed stores hold when the page is rendered, so a rerun or a corrected store
     {{ transformer:C9#tool_calls_start range:grpo 2 }}             per-seed lowest–highest after the warm-up: 0.20–0.24
     {{ article:token_mean_length }}          the article's words, from its committed table (``article.json``)
     {{ c1-tuned:sentence ../ }}              C1 tuned's generated sentence, linked from a page one folder down
+    {{ c1-tuned:transformer ../ }}           the same for its tiny-transformer part (confirmatory and exploratory)
 
 A reference is ``PAGE:CLAIM[@SETTING][#METRIC[:ARM/BASELINE]] FIELD [DIGITS]`` (a capitalised FIELD, ``Verdict``,
 renders with a capital, to open a sentence). ``PAGE`` is a results page's
@@ -154,13 +155,15 @@ class Stores:
             return finalized_collapse(self._json(stores / claim / "summary.json"), self.fisher(family, claim))
         raise ValueError(f"reference: page {family!r} has no claim {claim!r}")
 
-    def c1_tuned_sentence(self, prefix: str = "") -> str:
-        """C1 tuned's generated sentence (``docs/c1-tuned/results/results_sentence.txt``), its link from a page
-        ``prefix`` deeper than ``docs/`` (``../`` from the full-budget page)."""
-        path = self.root / "docs" / "c1-tuned" / "results" / "results_sentence.txt"
+    def c1_tuned_sentence(self, prefix: str = "", part: str = "sentence") -> str:
+        """C1 tuned's generated sentence (``docs/c1-tuned/results/results_sentence.txt``; ``part`` ``transformer``:
+        ``transformer_sentence.txt``), its link from a page ``prefix`` deeper than ``docs/`` (``../`` from the
+        full-budget page)."""
+        name = {"sentence": "results_sentence.txt", "transformer": "transformer_sentence.txt"}[part]
+        path = self.root / "docs" / "c1-tuned" / "results" / name
         if not path.exists():
             raise ValueError(f"reference: no committed store {path}")
-        return path.read_text().strip().replace("](c1-tuned/results.md)", f"]({prefix}c1-tuned/results.md)")
+        return path.read_text().strip().replace("](c1-tuned/results.md", f"]({prefix}c1-tuned/results.md")
 
     def fisher(self, family: str, claim: str) -> dict:
         return self._json(self.stores(family) / claim / "fisher.json")
@@ -186,8 +189,8 @@ def resolve(body: str, stores: Stores) -> str:
     words = body.split()
     if words[0].startswith("article:"):
         return article_text(words[0].split(":", 1)[1])
-    if words[0] == "c1-tuned:sentence":
-        return stores.c1_tuned_sentence(words[1] if len(words) > 1 else "")
+    if words[0] in ("c1-tuned:sentence", "c1-tuned:transformer"):
+        return stores.c1_tuned_sentence(words[1] if len(words) > 1 else "", words[0].split(":")[1])
     target = TARGET.fullmatch(words[0])
     if target is None or len(words) not in (2, 3):
         raise ValueError(f"reference {{{{ {body} }}}}: expected PAGE:CLAIM[@SETTING][#METRIC[:ARM/BASELINE]] FIELD "

@@ -241,6 +241,33 @@ def results_sentence(summary: dict, link: str = "c1-tuned/results.md") -> str:
             f"flashsim's reading of the 2×, {c['size_verdict']} (verdict: {c['verdict']}).")
 
 
+TRANSFORMER_ANCHOR = "c1-tuned/results.md#the-tiny-transformer-flashreinforce-64-1-vs-grpo-16-4-token-mean-auc"
+
+
+def transformer_sentence(first: dict | None, confirmatory: dict | None, link: str = TRANSFORMER_ANCHOR) -> str:
+    """The sentence the transformer page's C1 discussion quotes: the confirmatory rerun's verdict, the first run's
+    beside it (exploratory), generated from the two committed summaries."""
+    opening = (f"[With each arm at its own learning rate]({link}) (per-arm grids extended by a rule committed before "
+               "the runs)")
+    if first is None or first["comparison"] is None:
+        return f"{opening}, the verdict run is not done."
+
+    def said(t: dict) -> str:
+        c = t["comparison"]
+        d = c["difference"]
+        ahead = f", FlashREINFORCE ahead on {c['flash_ahead']} of {c['seeds']}" if "flash_ahead" in c else ""
+        return (f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] on seeds {_seed_range(t['verdict_seeds'])}"
+                f"{ahead}: *{c['verdict']}*")
+
+    exploratory = ("the first run, exploratory (it ran past the design's stop rule on seeds no longer blind), gave "
+                   + said(first))
+    if confirmatory is None or confirmatory["comparison"] is None:
+        return (f"{opening}: {exploratory} as the paired auc difference (FlashREINFORCE − GRPO); the confirmatory "
+                "rerun on fresh seeds is not done.")
+    return (f"{opening}: the confirmatory rerun on fresh seeds gives a paired auc difference (FlashREINFORCE − GRPO) "
+            f"of {said(confirmatory)}; {exploratory}.")
+
+
 def bounded_by_instability(summary: dict) -> list[str]:
     """The arms whose next higher rate than the chosen one is ineligible (a censored pilot run)."""
     keys = []
@@ -309,6 +336,8 @@ def write_page(out: Path, page: Path) -> dict:
     atomic_write_text(page, render_tuned_page(summary, *_transformer_summaries(results),
                                               per_seed=_per_seed_rows(results / "per_seed.csv")))
     atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
+    atomic_write_text(results / "transformer_sentence.txt",
+                      transformer_sentence(*_transformer_summaries(results)) + "\n")
     return summary
 
 
@@ -339,6 +368,7 @@ def rerender_tuned_page(page: Path | str = "docs/c1-tuned/results.md") -> Path:
     atomic_write_text(page, render_tuned_page(summary, transformer, _per_seed_rows(results / "per_seed.csv"),
                                               confirmatory))
     atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
+    atomic_write_text(results / "transformer_sentence.txt", transformer_sentence(transformer, confirmatory) + "\n")
     return page
 
 
