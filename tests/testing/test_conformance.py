@@ -4,6 +4,7 @@ with the command that reruns them, a row alone = the same row in the full run, u
 
 import dataclasses
 import importlib.util
+import re
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from flashsim.testing.conformance import (
     REGISTRY_ROWS,
     Row,
     check_row,
+    drafts_sentence,
     find_row,
     locate,
     render,
@@ -68,11 +70,29 @@ def test_each_failure_carries_its_class_and_the_command_that_reruns_it_and_the_h
     assert ("**2 causes**: 1 ✗ **reachable**, 1 ○ *outside the pipeline*, 0 ≈ *documented* (4 cells of 2 rows"
             in page)
     assert "✗ **`shards`** reachable 0.5; ○ `padding` *outside the pipeline* non-finite; ✓ 1 hold" in page
-    assert "Of the 1 reachable causes, 0 have a drafted upstream issue" in page
+    assert "The reachable cause has no drafted upstream issue; its section says why." in page
     assert page.count("rerun `flashsim conformance --row x:v0-b --invariant shards`") == 1
     assert page.count("rerun `flashsim conformance --row x:v1-b --invariant padding`") == 1
     assert page.index("| row | declared | float64 | float32 |") < page.index("## Causes by class")
     assert page.index("### a reachable flaw") < page.index("### an outside flaw")
+
+
+@pytest.mark.parametrize(("reachable", "drafted", "sentence"), [
+    (7, 5, "Of the 7 reachable causes, 5 have a drafted upstream issue with a reproducer that runs the framework's own "
+           "code ([upstream reports](upstream/README.md)); each of the other 2 says under its section why it has "
+           "none."),
+    (6, 5, "Of the 6 reachable causes, 5 have a drafted upstream issue with a reproducer that runs the framework's own "
+           "code ([upstream reports](upstream/README.md)); the other one says under its section why it has none."),
+    (2, 1, "Of the 2 reachable causes, 1 has a drafted upstream issue with a reproducer that runs the framework's own "
+           "code ([upstream reports](upstream/README.md)); the other one says under its section why it has none."),
+    (3, 3, "All 3 reachable causes have a drafted upstream issue with a reproducer that runs the framework's own code "
+           "([upstream reports](upstream/README.md))."),
+    (1, 1, "The reachable cause has a drafted upstream issue with a reproducer that runs the framework's own code "
+           "([upstream reports](upstream/README.md))."),
+    (3, 0, "None of the 3 reachable causes has a drafted upstream issue; each section says why."),
+    (0, 0, "No cause is reachable.")])
+def test_the_headline_sentence_on_drafts_agrees_with_its_counts(reachable, drafted, sentence):
+    assert drafts_sentence(reachable, drafted) == sentence
 
 
 @pytest.mark.slow  # three rows × three invariants, twice
@@ -95,12 +115,13 @@ def test_the_float32_rerun_prints_verls_own_call_at_full_precision_and_the_paste
     assert "class: reachable" in out and "advantages the loss forms: [+0.056, +0.056," in out, out
     assert "rewards = [0.699999988079071, 0.699999988079071," in out  # float32(0.7) exactly, not 0.7
     assert "Warning" not in out + captured.err and "WARNING" not in out + captured.err  # third-party noise dropped
-    call = out.split("(paste it into python):\n", 1)[1].split("\n(end of the call)", 1)[0]
-    assert "compute_grpo_outcome_advantage(token_level_rewards=" in call and "flashsim" not in call
-    exec(compile(call, "<pasted>", "exec"), {})  # what a maintainer pastes: verl's own functions, nothing of ours
-    printed = capsys.readouterr().out
-    advantages = [float(v) for v in printed.split("advantages [", 1)[1].split("]", 1)[0].split(",")]
-    assert len(set(advantages)) == 1 and abs(advantages[0] - 0.056) < 1e-3, printed  # 0 expected: it fails
+    call = out.split("(paste it into python; it raises AssertionError):\n", 1)[1].split("\n(end of the code)", 1)[0]
+    assert "compute_grpo_outcome_advantage(token_level_rewards=" in call and "import flashsim" not in call
+    namespace = {}
+    with pytest.raises(AssertionError, match=re.escape("max |got - expected| = ")):
+        exec(compile(call, "<pasted>", "exec"), namespace)  # what a maintainer pastes: verl's own functions only
+    advantages = namespace["advantages_constant"].tolist()
+    assert len(set(advantages)) == 1 and abs(advantages[0] - 0.056) < 1e-3, advantages  # 0 expected: it fails
     assert main(["conformance", "--row", "flashsim:grpo", "--invariant", "constant_rewards", "--dtype", "float32",
                  "--frameworks", "verl"]) == 0  # flashsim centres exactly: float32 constant groups get 0
 

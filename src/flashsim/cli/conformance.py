@@ -4,9 +4,11 @@ Writes the conformance page (default ``docs/conformance.md``): flashsim's regist
 variant of TRL, verl and OpenRLHF that is installed (the others are listed as not run), each judged by
 its declared aggregation and estimator, every failure with its counterexample, cause and meaning.
 ``--row KEY [--invariant NAME] [--dtype float32]`` reruns one row (or one cell of it) in seconds, with the
-row's own seed, and prints each result with its class, cause and minimal counterexample: the command the
-page prints under every failure. Exit status: 0 when the page is written or the cell holds (or holds as
-documented), 1 when the rerun cell fails, 2 on a usage error.
+row's own seed, and prints each result with its class, cause and minimal counterexample, and a failing
+framework cell as Python that raises its AssertionError when pasted (the framework's own calls and the check's
+comparison, :mod:`flashsim.testing.paste`): the command the page prints under every failure. Exit status: 0
+when the page is written or the cell holds (or holds as documented), 1 when the rerun cell fails, 2 on a usage
+error.
 """
 
 from __future__ import annotations

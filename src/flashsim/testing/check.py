@@ -80,6 +80,28 @@ def check_loss(
     >>> check_loss(flash_reinforce_loss, max_examples=5).passed
     True
     """
+    context = build_context(fn, algorithm=algorithm, convention=convention, delta=delta, clip_eps=clip_eps,
+                            std_eps=std_eps, aggregation=aggregation, estimator=estimator, equal_shards=equal_shards,
+                            contiguous_groups=contiguous_groups, dtype=dtype)
+    max_examples = check_int("max_examples", max_examples, low=1)
+    for name in invariants or ():
+        check_choice("invariants", name, (invariant.name for invariant in INVARIANTS))
+    if seed is not None:
+        seed = check_int("seed", seed, low=0)
+    results = tuple(
+        _run(invariant, context, max_examples, seed)
+        for invariant in INVARIANTS
+        if invariants is None or invariant.name in invariants
+    )
+    return LossReport(_name(fn), context.algorithm, convention, results, str(context.declared))
+
+
+def build_context(fn: Callable, *, algorithm: str | None = None, convention: str = "flashsim",
+                  delta: float | None = None, clip_eps: float | None = None, std_eps: float = 1e-6,
+                  aggregation: str | None = None, estimator: str | None = None, equal_shards: bool | None = None,
+                  contiguous_groups: bool | None = None, dtype: torch.dtype = torch.float64) -> Context:
+    """What the invariants of :func:`check_loss` are checked against (its arguments of the same names, validated):
+    the loss, its convention, algorithm, hyperparameters and declaration."""
     algorithm = getattr(fn, "algorithm", "flash_reinforce") if algorithm is None else algorithm
     delta = getattr(fn, "delta", DEFAULT_DELTA) if delta is None else delta
     clip_eps = getattr(fn, "clip_eps", 0.2) if clip_eps is None else clip_eps
@@ -92,9 +114,6 @@ def check_loss(
     delta = check_loss_options("flash_reinforce", {"delta": delta}, "options")["delta"]
     grpo = check_loss_options("grpo", {"clip_eps": clip_eps, "std_eps": std_eps}, "options")
     clip_eps, std_eps = grpo["clip_eps"], grpo["std_eps"]
-    max_examples = check_int("max_examples", max_examples, low=1)
-    for name in invariants or ():
-        check_choice("invariants", name, (invariant.name for invariant in INVARIANTS))
     if style.name != "flashsim" and (aggregation, estimator) != (None, None) and \
             (aggregation, estimator) != DEFAULTS[algorithm]:
         raise ValueError(f"aggregation and estimator can be declared in the flashsim convention only; the "
@@ -104,16 +123,8 @@ def check_loss(
              for name, value in (("equal_shards", equal_shards), ("contiguous_groups", contiguous_groups))}
     if dtype not in (torch.float64, torch.float32):
         raise ValueError(f"dtype must be torch.float64 or torch.float32, got {dtype!r}")
-    if seed is not None:
-        seed = check_int("seed", seed, low=0)
-    context = Context(fn, style, algorithm, delta, clip_eps, promise.std_eps, promise, **flags,
-                      local_shards=bool(getattr(fn, "local_shards", False)), dtype=dtype)
-    results = tuple(
-        _run(invariant, context, max_examples, seed)
-        for invariant in INVARIANTS
-        if invariants is None or invariant.name in invariants
-    )
-    return LossReport(_name(fn), algorithm, convention, results, str(promise))
+    return Context(fn, style, algorithm, delta, clip_eps, promise.std_eps, promise, **flags,
+                   local_shards=bool(getattr(fn, "local_shards", False)), dtype=dtype)
 
 
 def _run(invariant: Invariant, context: Context, max_examples: int, seed: int | None) -> InvariantResult:
@@ -130,7 +141,7 @@ def _run(invariant: Invariant, context: Context, max_examples: int, seed: int | 
         if result.failed and invariant.frequency is not None:
             how_often = invariant.frequency(context)
             return _result(invariant, "FAILS", result.examples, f"{result.message}\n{how_often}",
-                           result.counterexample, result.drawn)
+                           result.counterexample, result.drawn, result.draws)
     return result
 
 
@@ -170,17 +181,27 @@ def _search(invariant: Invariant, context: Context, max_examples: int, seed: int
         search()
     except Exception as error:  # hypothesis re-raises the shrunk failure (or its own error)
         failure, text, drawn = seen["failure"] or (error, "", None)
+        draws = _draws_of(text)
         if isinstance(failure, ShardContractError):
             return _result(invariant, "unsupported", seen["examples"], str(failure))
         message = str(failure) if isinstance(failure, AssertionError) else f"{type(failure).__name__}: {failure}"
-        return _result(invariant, "FAILS", seen["examples"], message.strip(), text, drawn)
+        return _result(invariant, "FAILS", seen["examples"], message.strip(), text, drawn, draws)
     return _result(invariant, "holds", seen["examples"])
 
 
+def _draws_of(text: str) -> dict | None:
+    """The raw draws of the shrunk failure (:attr:`Case.draws`, for a replay), taken from the last example run: the
+    shrunk failure, which hypothesis runs last (None if the last example is not the one described by ``text``).
+    Read after the search, so that the searched function's source, which seeds a derandomised search, stays as it
+    was."""
+    latest = Case.latest
+    return dict(latest.draws) if latest is not None and text and describe(latest.drawn) == text else None
+
+
 def _result(invariant: Invariant, status: str, examples: int = 0, message: str = "", counterexample: str = "",
-            drawn: dict | None = None):
+            drawn: dict | None = None, draws: dict | None = None):
     return InvariantResult(invariant.name, invariant.design, invariant.statement, status, examples, message,
-                           counterexample, drawn)
+                           counterexample, drawn, draws)
 
 
 def _name(fn: Callable) -> str:

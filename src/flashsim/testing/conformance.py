@@ -28,8 +28,8 @@ from flashsim.losses import LOSSES
 from flashsim.testing.adapters import FRAMEWORKS, FrameworkMissing, installed_version, row_key, variants
 from flashsim.testing.causes import CAUSES, SEVERITIES, Cause, cause_of, classify, locate
 from flashsim.testing.check import check_loss
+from flashsim.testing.paste import counterexample_code
 from flashsim.testing.report import InvariantResult, LossReport
-from flashsim.testing.strategies import LossBatch
 
 
 @dataclass(frozen=True)
@@ -227,11 +227,36 @@ def headline(rows: Sequence[Row]) -> tuple[list[str], dict[str, dict[str, list[F
     total = sum(len(titles) for titles in by_class.values())
     reachable = [members[0].cause for members in by_class["reachable"].values()]
     drafted = sum(bool(cause and cause.draft) for cause in reachable)
-    lines = [f"**{total} causes**: {counts} ({len(found)} cells of {sum(r.report is not None for r in rows)} rows "
-             f"show them). Of the {len(reachable)} reachable causes, {drafted} have a drafted upstream issue with a "
-             f"reproducer that runs the framework's own code ([upstream reports](upstream/README.md)); each of the "
-             f"{len(reachable) - drafted} without one says under its section why.", "", LEGEND, ""]
+    ran = sum(r.report is not None for r in rows)
+    lines = [f"**{plural(total, 'cause')}**: {counts} ({plural(len(found), 'cell')} of {plural(ran, 'row')} "
+             f"{'shows' if len(found) == 1 else 'show'} {'it' if total == 1 else 'them'}). "
+             f"{drafts_sentence(len(reachable), drafted)}", "", LEGEND, ""]
     return lines, by_class
+
+
+def plural(count: int, noun: str) -> str:
+    """``count`` and ``noun``, with an s unless ``count`` is 1."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def drafts_sentence(reachable: int, drafted: int) -> str:
+    """The headline's sentence on how many of the ``reachable`` causes have a drafted upstream issue (``drafted``),
+    in agreement with both counts."""
+    upstream = ("a drafted upstream issue with a reproducer that runs the framework's own code ([upstream reports]"
+                "(upstream/README.md))")
+    rest = reachable - drafted
+    if reachable == 0:
+        return "No cause is reachable."
+    if reachable == 1:
+        return (f"The reachable cause has {upstream}." if drafted else
+                "The reachable cause has no drafted upstream issue; its section says why.")
+    if drafted == reachable:
+        return f"All {reachable} reachable causes have {upstream}."
+    if drafted == 0:
+        return f"None of the {reachable} reachable causes has a drafted upstream issue; each section says why."
+    others = "the other one says under its section why it has none" if rest == 1 else \
+        f"each of the other {rest} says under its section why it has none"
+    return f"Of the {reachable} reachable causes, {drafted} {'has' if drafted == 1 else 'have'} {upstream}; {others}."
 
 
 def _by_class(by_class: dict[str, dict[str, list[Finding]]]) -> list[str]:
@@ -358,20 +383,11 @@ def show_cell(loss, invariant: str | None, *, max_examples: int, dtype: torch.dt
         lines.append(result.message)
         if result.failed:
             lines += ["minimal counterexample:", result.counterexample]
-            call = framework_call(loss, result)
-            if call:
-                lines += [f"the counterexample as {framework}'s own call (paste it into python):", call,
-                          "(end of the call)"]
+            code = counterexample_code(loss, result, dtype)
+            if code:
+                lines += [f"the counterexample as {framework}'s own code, with the check that fails (paste it into "
+                          f"python; it raises AssertionError):", code, "(end of the code)"]
     return "\n".join(line for line in lines if line != ""), not report.passed
-
-
-def framework_call(loss, result: InvariantResult) -> str:
-    """The failing example of ``result`` as the row's framework call (its adapter's ``framework_call`` on the
-    drawn batch), "" where the row has none."""
-    batches = [value for value in (result.drawn or {}).values() if isinstance(value, LossBatch)]
-    if not batches or not hasattr(loss, "framework_call"):
-        return ""
-    return loss.framework_call(batches[0])
 
 
 def uncaused(rows: Sequence[Row]) -> list[str]:
@@ -381,5 +397,5 @@ def uncaused(rows: Sequence[Row]) -> list[str]:
 
 
 __all__ = ["CAUSES", "FLOAT32_INVARIANTS", "REGISTRY_ROWS", "Finding", "RegistryRow", "Row", "candidates", "cause_of",
-           "findings", "check_row", "find_row", "headline", "locate", "render", "run_rows", "seed_of", "show_cell",
-           "uncaused"]
+           "check_row", "drafts_sentence", "find_row", "findings", "headline", "locate", "plural", "render",
+           "run_rows", "seed_of", "show_cell", "uncaused"]

@@ -130,14 +130,34 @@ def sequence_kl(batch: LossBatch) -> Tensor:
 
 
 class Case:
-    """One hypothesis example: draws values by label and remembers them for the report."""
+    """One hypothesis example: draws values by label and remembers them for the report. ``drawn`` is what the
+    report prints (a check may replace a drawn batch by the one it derived from it); ``draws`` keeps every value as
+    drawn, so that :class:`Replay` runs the same example again. ``Case.latest`` is the last case made (the shrunk
+    failure, after a search that failed)."""
+
+    latest: Case | None = None
 
     def __init__(self, data) -> None:
-        self._data, self.drawn = data, {}
+        self._data, self.drawn, self.draws = data, {}, {}
+        Case.latest = self
 
     def draw(self, strategy, label: str):
         value = self._data.draw(strategy, label=label)
-        self.drawn[label] = value
+        self.drawn[label] = self.draws[label] = value
+        return value
+
+
+class Replay(Case):
+    """A :class:`Case` that hands back the values of an earlier example (its ``draws``) instead of drawing: a check
+    run on it repeats that example call for call."""
+
+    def __init__(self, draws: dict) -> None:
+        super().__init__(None)
+        self._draws = draws
+
+    def draw(self, strategy, label: str):
+        value = self._draws[label]
+        self.drawn[label] = self.draws[label] = value
         return value
 
 
@@ -324,19 +344,26 @@ def check_single_rollout_groups(ctx: Context, case: Case) -> None:
 
 
 def check_permutation(ctx: Context, case: Case) -> None:
+    batch = _batch(case, ctx, max_drift=0.3)
+    order = permutation_order(ctx, case, batch)
+    loss, gradient = ctx.run(batch)
+    loss_p, gradient_p = ctx.run(batch.select(order))
+    ctx.close("loss of the permuted batch", loss_p, loss, rtol=1e-9)
+    ctx.close("∂L/∂log π of the permuted batch", gradient_p, gradient[order], rtol=1e-9)
+
+
+def permutation_order(ctx: Context, case: Case, batch: LossBatch) -> Tensor:
+    """The drawn order of :func:`check_permutation`: any, or whole groups and rows within them when groups must stay
+    contiguous."""
     from hypothesis import strategies as st
 
-    batch = _batch(case, ctx, max_drift=0.3)
     order = torch.tensor(case.draw(st.permutations(range(batch.batch_size)), "order"))
     if ctx.contiguous_groups:  # move whole groups, and rows within each group, so groups stay contiguous
         size = int((batch.group_ids == batch.group_ids[0]).sum())
         blocks = torch.tensor(case.draw(st.permutations(range(batch.batch_size // size)), "group order"))
         within = torch.tensor(case.draw(st.permutations(range(size)), "order within groups"))
         order = (blocks[:, None] * size + within[None, :]).flatten()
-    loss, gradient = ctx.run(batch)
-    loss_p, gradient_p = ctx.run(batch.select(order))
-    ctx.close("loss of the permuted batch", loss_p, loss, rtol=1e-9)
-    ctx.close("∂L/∂log π of the permuted batch", gradient_p, gradient[order], rtol=1e-9)
+    return order
 
 
 def check_padding(ctx: Context, case: Case) -> None:
@@ -393,14 +420,11 @@ def narrowed(part: LossBatch) -> tuple[LossBatch, Tensor]:
     return cut, columns
 
 
-def check_shards(ctx: Context, case: Case) -> None:
+def shard_plan(ctx: Context, case: Case, batch: LossBatch) -> tuple[Tensor, list[int], bool]:
+    """The drawn layout of :func:`check_shards`: the row order, the shard sizes along it, and whether each shard is
+    narrowed to its longest row."""
     from hypothesis import strategies as st
 
-    accepted = accepted_keywords(ctx.fn, SHARD_KEYWORDS)
-    if ctx.convention.name == "flashsim" and accepted is not None and "advantages" not in accepted:
-        raise ShardContractError("the loss takes no advantages= keyword (nor num_sequences= / num_tokens=): a rank "
-                                 "or a microbatch cannot be given the full batch's advantages and counts")
-    batch = _batch(case, ctx, max_drift=0.3, batch_size=(2, 8))
     order = torch.tensor(case.draw(st.permutations(range(batch.batch_size)), "row order"))
     divisors = [k for k in range(1, min(4, batch.batch_size) + 1) if batch.batch_size % k == 0]
     layout = "equal" if ctx.equal_shards else case.draw(st.sampled_from(["any", "equal"]), "shard sizes")
@@ -410,6 +434,16 @@ def check_shards(ctx: Context, case: Case) -> None:
     else:
         sizes = case.draw(shard_sizes(batch.batch_size, max_shards=4), "dp × microbatch shard sizes")
     narrow = case.draw(st.booleans(), "shards narrowed to their longest row")
+    return order, sizes, narrow
+
+
+def check_shards(ctx: Context, case: Case) -> None:
+    accepted = accepted_keywords(ctx.fn, SHARD_KEYWORDS)
+    if ctx.convention.name == "flashsim" and accepted is not None and "advantages" not in accepted:
+        raise ShardContractError("the loss takes no advantages= keyword (nor num_sequences= / num_tokens=): a rank "
+                                 "or a microbatch cannot be given the full batch's advantages and counts")
+    batch = _batch(case, ctx, max_drift=0.3, batch_size=(2, 8))
+    order, sizes, narrow = shard_plan(ctx, case, batch)
     loss, gradient = ctx.run(batch)
     advantages = ctx.own_advantages(batch)
     total, assembled = torch.zeros((), dtype=torch.float64), torch.zeros_like(gradient)

@@ -19,7 +19,9 @@ against that documented behaviour."""
 class InvariantResult:
     """One invariant's verdict; ``counterexample`` is the shrunk failing example, printed at full precision (a
     float's shortest repr, which reads back to the same value in the tensor's dtype), and ``drawn`` the values
-    themselves (label → value, for an adapter to print as its framework's call)."""
+    themselves (label → value, for an adapter to print as its framework's call); ``draws`` the values as drawn,
+    before a check derived others from them (:class:`~flashsim.testing.invariants.Replay` reruns the example from
+    them)."""
 
     name: str
     design: str
@@ -29,6 +31,7 @@ class InvariantResult:
     message: str = ""
     counterexample: str = ""
     drawn: dict | None = field(default=None, compare=False, repr=False)
+    draws: dict | None = field(default=None, compare=False, repr=False)
 
     @property
     def failed(self) -> bool:

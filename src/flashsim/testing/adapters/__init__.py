@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import math
 import re
 import types
 from dataclasses import dataclass, field
@@ -99,11 +100,23 @@ class Adapter:
                           num_sequences=num_sequences, num_tokens=num_tokens, max_tokens=max_tokens,
                           num_shards=num_shards)
 
-    def framework_call(self, batch) -> str:
-        """Python that runs this row's framework code on ``batch`` (a
-        :class:`~flashsim.testing.strategies.LossBatch`) under the framework's own function and argument names, the
-        values at full precision, ending in a print of the advantages and the loss; "" where the adapter has none."""
-        return ""
+    snippet_mask = "mask"
+    """The name the framework gives the mask of a batch (``{snippet_mask}_{name}`` in :meth:`snippet_call`)."""
+
+    def snippet_setup(self) -> list[str]:
+        """Python lines that import the framework's code and build what every call of :meth:`snippet_call` shares
+        (a config, a loss object); [] where the adapter has no framework call to print."""
+        return []
+
+    def snippet_call(self, batch, name: str, *, advantages: str | None = None, num_sequences: int | None = None,
+                     num_tokens: int | None = None, max_tokens: int | None = None, num_shards: int = 1) -> list[str]:
+        """Python lines that run this row's framework code on ``batch`` (a
+        :class:`~flashsim.testing.strategies.LossBatch`) as the adapter runs it, under the framework's own function
+        and argument names and with every value at full precision, defining ``advantages_{name}`` (``[B]``, the
+        advantages the framework forms from the rewards, or the expression ``advantages``: a shard's rows of the
+        full batch's), ``loss_{name}``, ``grad_{name}`` (∂loss/∂log-probs, ``[B, T]``) and the mask
+        ``{snippet_mask}_{name}``. The keywords are those the harness hands a shard (the full batch's counts)."""
+        return []
 
     @property
     def report_name(self) -> str:
@@ -122,10 +135,19 @@ class Adapter:
 
 def tensor_code(tensor: Tensor, grad: bool = False) -> str:
     """``torch.tensor(...)`` that rebuilds ``tensor`` exactly (a float's repr reads back to the same value in its
-    dtype)."""
+    dtype; NaN and ±inf as ``float('nan')``, ``float('inf')``)."""
     values = tensor.to(torch.float64).tolist() if tensor.is_floating_point() else tensor.tolist()
     extra = "" if tensor.dtype in (torch.bool, torch.int64) else f", dtype={tensor.dtype}"
-    return f"torch.tensor({values!r}{extra}{', requires_grad=True' if grad else ''})"
+    return f"torch.tensor({_literal(values)}{extra}{', requires_grad=True' if grad else ''})"
+
+
+def _literal(values) -> str:
+    """``repr`` of nested lists of numbers, with the non-finite floats spelled so that Python reads them back."""
+    if isinstance(values, list):
+        return "[" + ", ".join(_literal(value) for value in values) + "]"
+    if isinstance(values, float) and not math.isfinite(values):
+        return "float('nan')" if math.isnan(values) else "float('inf')" if values > 0 else "-float('inf')"
+    return repr(values)
 
 
 def row_key(framework: str, variant: str) -> str:

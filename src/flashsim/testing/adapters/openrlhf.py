@@ -107,41 +107,51 @@ class OpenRLHFLoss(Adapter):
         loss, *_ = loss_fn(log_probs, old, token_advantages, action_mask, rollout_log_probs=rollout, **counts)
         return loss
 
-    def framework_call(self, batch) -> str:
+    snippet_mask = "action_mask"
+
+    def snippet_setup(self) -> list[str]:
+        return ["import importlib.util, pathlib, sys, types", "import torch",
+                "root = pathlib.Path(importlib.util.find_spec('openrlhf').origin).parent",
+                "models = types.ModuleType('openrlhf.models')  # skip models/__init__.py (it imports the GPU stack)",
+                "models.__path__ = [str(root / 'models')]", "sys.modules['openrlhf.models'] = models",
+                "from openrlhf.models.loss import PolicyLoss", "from openrlhf.models.utils import compute_reward",
+                f"policy_loss = PolicyLoss(**{self.options!r})"]
+
+    def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
+                     num_shards=1) -> list[str]:
         rewards = batch.rewards.to(torch.promote_types(batch.rewards.dtype, torch.float32))
-        lines = ["import importlib.util, pathlib, sys, types", "import torch",
-                 "root = pathlib.Path(importlib.util.find_spec('openrlhf').origin).parent",
-                 "models = types.ModuleType('openrlhf.models')  # skip models/__init__.py (it imports the GPU stack)",
-                 "models.__path__ = [str(root / 'models')]", "sys.modules['openrlhf.models'] = models",
-                 "from openrlhf.models.loss import PolicyLoss", "from openrlhf.models.utils import compute_reward",
-                 f"rewards = {tensor_code(rewards)}",
-                 "# RemoteExperienceMaker.compute_advantages_and_returns "
-                 "(openrlhf/trainer/ppo_utils/experience_maker.py)"]
-        if self.advantage_estimator == "flash_reinforce":
-            lines.append("rewards = rewards - rewards.mean()")
+        lines = [f"rewards_{name} = {tensor_code(rewards)}"]
+        if advantages is not None:
+            lines = [f"advantages_{name} = {advantages}  # the full batch's advantages, this micro-batch's rows"]
         else:
-            size = group_rows(batch.group_ids)
-            lines.append(f"rewards = rewards.reshape(-1, {size})  # [prompts, n_samples_per_prompt]")
-            lines.append("rewards = rewards - rewards.mean(-1, keepdim=True)" if self.advantage_estimator == "dr_grpo"
-                         else "rewards = (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) "
-                         "+ 1e-9)")
-        lines += [f"kl = torch.zeros({batch.batch_size}, 1, dtype=rewards.dtype)",
-                  f"advantages = compute_reward(rewards.reshape(-1), 0.0, kl, action_mask=torch.ones_like(kl, "
-                  f"dtype=torch.bool), reward_clip_range={REWARD_CLIP_RANGE!r})[:, 0]",
-                  f"action_mask = {tensor_code(batch.action_mask)}",
-                  f"log_probs = {tensor_code(batch.log_probs, grad=True)}"]
+            lines.append("# RemoteExperienceMaker.compute_advantages_and_returns "
+                         "(openrlhf/trainer/ppo_utils/experience_maker.py), then compute_reward's clamp")
+            shaped = f"shaped_{name}"
+            if self.advantage_estimator == "flash_reinforce":
+                lines.append(f"{shaped} = rewards_{name} - rewards_{name}.mean()")
+            else:
+                size = group_rows(batch.group_ids)
+                lines.append(f"{shaped} = rewards_{name}.reshape(-1, {size})  # [prompts, n_samples_per_prompt]")
+                lines.append(f"{shaped} = {shaped} - {shaped}.mean(-1, keepdim=True)"
+                             if self.advantage_estimator == "dr_grpo" else
+                             f"{shaped} = ({shaped} - {shaped}.mean(-1, keepdim=True)) / ({shaped}.std(-1, "
+                             f"keepdim=True) + 1e-9)")
+            lines += [f"kl_{name} = torch.zeros({batch.batch_size}, 1, dtype={shaped}.dtype)",
+                      f"advantages_{name} = compute_reward({shaped}.reshape(-1), 0.0, kl_{name}, action_mask="
+                      f"torch.ones_like(kl_{name}, dtype=torch.bool), reward_clip_range={REWARD_CLIP_RANGE!r})[:, 0]"]
+        lines += [f"action_mask_{name} = {tensor_code(batch.action_mask)}",
+                  f"log_probs_{name} = {tensor_code(batch.log_probs, grad=True)}"]
         if self.gated:
-            lines += ["old_log_probs = log_probs.detach()  # one update per batch: the old policy is the learner",
-                      f"rollout_log_probs = {tensor_code(batch.behavior_log_probs)}"]
+            lines += [f"old_log_probs_{name} = log_probs_{name}.detach()  # one update per batch: the old policy is "
+                      f"the learner", f"rollout_log_probs_{name} = {tensor_code(batch.behavior_log_probs)}"]
         else:
-            lines += [f"old_log_probs = {tensor_code(batch.behavior_log_probs)}", "rollout_log_probs = None"]
-        lines += [f"loss, *_ = PolicyLoss(**{self.options!r})(log_probs, old_log_probs, advantages[:, None]"
-                  f".expand(action_mask.shape), action_mask, rollout_log_probs=rollout_log_probs, "
-                  f"batch_num_tokens={int(batch.action_mask.sum())}, global_batch_size={batch.batch_size})",
-                  "print('advantages', advantages.tolist())",
-                  "print('loss', loss.item(), 'd loss / d log_probs', "
-                  "torch.autograd.grad(loss, log_probs)[0].tolist())"]
-        return "\n".join(lines)
+            lines += [f"old_log_probs_{name} = {tensor_code(batch.behavior_log_probs)}",
+                      f"rollout_log_probs_{name} = None"]
+        return [*lines, f"loss_{name}, *_ = policy_loss(log_probs_{name}, old_log_probs_{name}, advantages_{name}"
+                        f"[:, None].expand(action_mask_{name}.shape), action_mask_{name}, rollout_log_probs="
+                        f"rollout_log_probs_{name}, batch_num_tokens={num_tokens!r}, "
+                        f"global_batch_size={num_sequences!r})",
+                f"grad_{name} = torch.autograd.grad(loss_{name}, log_probs_{name})[0]"]
 
 
 def variants() -> list[OpenRLHFLoss]:

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import torch
 from torch import Tensor
 
-from flashsim.testing.adapters import Adapter, group_rows, require
+from flashsim.testing.adapters import Adapter, group_rows, require, tensor_code
 
 MAX_COMPLETION_LENGTH = 32
 """``max_completion_length`` of the ``dr_grpo`` row (its N: the harness's rows are at most 24 tokens)."""
@@ -170,6 +170,68 @@ class TRLLoss(Adapter):
             "num_items_in_batch": torch.tensor(float(total_tokens)),
         }
         return trainer_module.GRPOTrainer._compute_loss(stand_in, None, inputs)
+
+    snippet_mask = "completion_mask"
+
+    def snippet_setup(self) -> list[str]:
+        options = "".join(f", {key}={value!r}" for key, value in self.options.items())
+        return ["import tempfile", "from collections import defaultdict", "from types import SimpleNamespace",
+                "import torch", "from trl import GRPOConfig", "from trl.trainer.grpo_trainer import GRPOTrainer",
+                "from trl.trainer.utils import nanstd",
+                f"args = GRPOConfig(output_dir=tempfile.gettempdir(), use_cpu=True, bf16=False, report_to='none'"
+                f"{options})",
+                "# GRPOTrainer._compute_loss on a trainer built without __init__ (no model, dataset or vLLM): the "
+                "attributes the loss reads, set as __init__ sets them from args",
+                "trainer = object.__new__(GRPOTrainer)",
+                "trainer.args, trainer.loss_type, trainer.beta = args, args.loss_type, args.beta",
+                "trainer.epsilon_low = args.epsilon",
+                "trainer.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon",
+                "trainer.importance_sampling_level = args.importance_sampling_level",
+                "trainer.off_policy_mask_threshold = args.off_policy_mask_threshold",
+                "trainer.top_entropy_quantile = args.top_entropy_quantile",
+                "trainer.max_completion_length = args.max_completion_length",
+                "trainer.use_vllm, trainer.vllm_importance_sampling_correction = False, "
+                "args.vllm_importance_sampling_correction",
+                "trainer.entropy_coef, trainer.use_adaptive_entropy = args.entropy_coef, args.use_adaptive_entropy",
+                "trainer._entropy_bonus_enabled = trainer.entropy_coef != 0.0 or trainer.use_adaptive_entropy",
+                "trainer.aux_loss_enabled = False",
+                "trainer.accelerator = SimpleNamespace(num_processes=1, sync_gradients=True, gather=lambda t: t, "
+                "gather_for_metrics=lambda t: t, reduce=lambda t, reduction='sum': t)  # one process",
+                "trainer.model = SimpleNamespace(training=True)",
+                "trainer._metrics = {'train': defaultdict(list), 'eval': defaultdict(list)}"]
+
+    def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
+                     num_shards=1) -> list[str]:
+        rewards = batch.rewards.to(torch.promote_types(batch.rewards.dtype, torch.float32))
+        lines = [f"rewards_{name} = {tensor_code(rewards)}"]
+        if advantages is not None:
+            lines = [f"advantages_{name} = {advantages}  # the generation batch's advantages, this micro-batch's rows"]
+        else:
+            size = group_rows(batch.group_ids)
+            grouped = f"rewards_{name}.view(-1, {size})"
+            lines += [f"# GRPOTrainer._generate_and_score_completions (scale_rewards={self.scale_rewards!r}, "
+                      f"num_generations={size})",
+                      f"advantages_{name} = rewards_{name} - torch.nanmean({grouped}, dim=1).repeat_interleave("
+                      f"{size}, dim=0)"]
+            if self.scale_rewards != "none":
+                std = (f"nanstd({grouped}, dim=1).repeat_interleave({size}, dim=0)" if size > 1
+                       else f"torch.zeros_like(rewards_{name})")
+                lines.append(f"advantages_{name} = advantages_{name} / ({std} + 1e-4)")
+            lines.append(f"advantages_{name} = torch.nan_to_num(advantages_{name}, nan=0.0)")
+        rows, width = batch.action_mask.shape
+        tokens = int(batch.action_mask.sum()) if num_tokens is None else num_tokens
+        empty = f"torch.zeros({rows}, 0, dtype=torch.long)"
+        return [*lines, f"completion_mask_{name} = {tensor_code(batch.action_mask.to(torch.int32))}",
+                f"per_token_logps_{name} = {tensor_code(batch.log_probs, grad=True)}",
+                f"old_per_token_logps_{name} = {tensor_code(batch.behavior_log_probs)}",
+                f"trainer._get_per_token_logps_and_entropies = lambda *args, **kwargs: (per_token_logps_{name}, "
+                f"torch.zeros_like(per_token_logps_{name}), None)  # the policy's log-probs (the model's forward pass)",
+                f"trainer.current_gradient_accumulation_steps = args.steps_per_generation = {num_shards}",
+                f"loss_{name} = trainer._compute_loss(None, {{'prompt_ids': {empty}, 'prompt_mask': {empty}, "
+                f"'completion_ids': torch.zeros({rows}, {width}, dtype=torch.long), 'completion_mask': "
+                f"completion_mask_{name}, 'advantages': advantages_{name}, 'old_per_token_logps': "
+                f"old_per_token_logps_{name}, 'num_items_in_batch': torch.tensor({float(tokens)!r})}})",
+                f"grad_{name} = torch.autograd.grad(loss_{name}, per_token_logps_{name})[0]"]
 
 
 @dataclass

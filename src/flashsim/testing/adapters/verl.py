@@ -134,45 +134,54 @@ class VerlLoss(Adapter):
             response_mask=action_mask, loss_agg_mode=self.loss_agg_mode, config=config)
         return loss
 
-    def framework_call(self, batch) -> str:
-        rewards = batch.rewards.to(torch.promote_types(batch.rewards.dtype, torch.float32))
+    snippet_mask = "response_mask"
+
+    def snippet_setup(self) -> list[str]:
         lines = ["import torch", "from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage, "
                  "get_policy_loss_fn", "from verl.workers.config import ActorConfig, PolicyLossConfig"]
         if self.loss_mode == INTEGRATION:
             lines.append("import flashsim.integrations.verl  # registers flash_reinforce in verl's registries")
-        lines.append(f"token_level_rewards = {tensor_code(rewards[:, None])}")
-        if self.loss_mode == INTEGRATION:
-            lines.append("from verl.trainer.ppo.core_algos import get_adv_estimator_fn\nadvantages, _ = "
-                         f"get_adv_estimator_fn({INTEGRATION!r})(token_level_rewards=token_level_rewards, "
-                         "response_mask=torch.ones_like(token_level_rewards), config=None)")
-        elif self.algorithm == "flash_reinforce":
-            lines.append("advantages = token_level_rewards - token_level_rewards.mean()  # verl has no batch-mean "
-                         "estimator: the row's own")
-        else:
-            lines.append(f"advantages, _ = compute_grpo_outcome_advantage(token_level_rewards=token_level_rewards, "
-                         f"response_mask=torch.ones_like(token_level_rewards), index={batch.group_ids.tolist()!r}, "
-                         f"epsilon={self.std_eps!r}, norm_adv_by_std_in_grpo={self.norm_by_std!r})")
+            lines.append("from verl.trainer.ppo.core_algos import get_adv_estimator_fn")
         policy = {"loss_mode": self.loss_mode, **self.options.get("policy_loss", {})}
         rollout = policy.pop("rollout_correction", None)
         config = f"PolicyLossConfig(**{policy!r})"
         if rollout is not None:
             lines.append("from verl.trainer.config.algorithm import RolloutCorrectionConfig")
             config = config[:-1] + f", rollout_correction=RolloutCorrectionConfig(**{rollout!r}))"
-        scale = self.options.get("loss_scale_factor")
-        lines += [f"response_mask = {tensor_code(batch.action_mask)}",
-                  f"log_prob = {tensor_code(batch.log_probs, grad=True)}",
-                  f"old_log_prob = {tensor_code(batch.behavior_log_probs)}",
-                  f"config = ActorConfig(strategy='fsdp', ppo_micro_batch_size_per_gpu=1, rollout_n=1, "
-                  f"loss_scale_factor={scale!r}, policy_loss={config})",
-                  f"config.global_batch_info.update(dp_size=1, batch_num_tokens={int(batch.action_mask.sum())}, "
-                  f"global_batch_size={batch.batch_size}, loss_scale_factor={scale!r})",
-                  f"pg_loss, _ = get_policy_loss_fn({self.loss_mode!r})(old_log_prob=old_log_prob, log_prob=log_prob, "
-                  f"advantages=advantages[:, :1] * response_mask, response_mask=response_mask, "
-                  f"loss_agg_mode={self.loss_agg_mode!r}, config=config)",
-                  "print('advantages', advantages[:, 0].tolist())",
-                  "print('pg_loss', pg_loss.item(), 'd pg_loss / d log_prob', "
-                  "torch.autograd.grad(pg_loss, log_prob)[0].tolist())"]
-        return "\n".join(lines)
+        scale = {"loss_scale_factor": self.options["loss_scale_factor"]} if "loss_scale_factor" in self.options else {}
+        return [*lines, f"config = ActorConfig(strategy='fsdp', ppo_micro_batch_size_per_gpu=1, rollout_n=1, "
+                        f"{''.join(f'{k}={v!r}, ' for k, v in scale.items())}policy_loss={config})",
+                f"policy_loss_fn = get_policy_loss_fn({self.loss_mode!r})"]
+
+    def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
+                     num_shards=1) -> list[str]:
+        rewards = batch.rewards.to(torch.promote_types(batch.rewards.dtype, torch.float32))
+        lines = [f"token_level_rewards_{name} = {tensor_code(rewards[:, None])}"]
+        ones = f"response_mask=torch.ones_like(token_level_rewards_{name})"
+        if advantages is not None:
+            lines = [f"advantages_{name} = {advantages}  # the full batch's advantages, this micro-batch's rows"]
+        elif self.loss_mode == INTEGRATION:
+            lines.append(f"advantages_{name} = get_adv_estimator_fn({INTEGRATION!r})(token_level_rewards="
+                         f"token_level_rewards_{name}, {ones}, config=None)[0][:, 0]")
+        elif self.algorithm == "flash_reinforce":
+            lines.append(f"advantages_{name} = (token_level_rewards_{name} - token_level_rewards_{name}.mean())"
+                         f"[:, 0]  # verl has no batch-mean estimator: the row's own")
+        else:
+            lines.append(f"advantages_{name} = compute_grpo_outcome_advantage(token_level_rewards=token_level_rewards_"
+                         f"{name}, {ones}, index={batch.group_ids.tolist()!r}, epsilon={self.std_eps!r}, "
+                         f"norm_adv_by_std_in_grpo={self.norm_by_std!r})[0][:, 0]")
+        tokens = int(batch.action_mask.sum()) if num_tokens is None else num_tokens
+        sequences = batch.batch_size if num_sequences is None else num_sequences
+        return [*lines, f"response_mask_{name} = {tensor_code(batch.action_mask)}",
+                f"log_prob_{name} = {tensor_code(batch.log_probs, grad=True)}",
+                f"old_log_prob_{name} = {tensor_code(batch.behavior_log_probs)}",
+                "config.global_batch_info.clear()",
+                f"config.global_batch_info.update(dp_size=1, batch_num_tokens={tokens}, global_batch_size={sequences}, "
+                f"loss_scale_factor=config.loss_scale_factor)",
+                f"loss_{name}, _ = policy_loss_fn(old_log_prob=old_log_prob_{name}, log_prob=log_prob_{name}, "
+                f"advantages=advantages_{name}[:, None] * response_mask_{name}, response_mask=response_mask_{name}, "
+                f"loss_agg_mode={self.loss_agg_mode!r}, config=config)",
+                f"grad_{name} = torch.autograd.grad(loss_{name}, log_prob_{name})[0]"]
 
 
 INTEGRATION = "flash_reinforce"
