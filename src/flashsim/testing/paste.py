@@ -35,11 +35,9 @@ from flashsim.testing.invariants import (
 from flashsim.testing.report import InvariantResult
 from flashsim.testing.strategies import LossBatch
 
-SHARD_KEYWORDS = ("advantages", "num_sequences", "num_tokens", "max_tokens", "num_shards")
-
 
 @dataclass
-class Call:
+class RecordedCall:
     """One call of the loss by a check: the batch (log-probs as the check handed them, detached) and the shard
     keywords, if any."""
 
@@ -48,7 +46,7 @@ class Call:
 
 
 @dataclass
-class Comparison:
+class RecordedComparison:
     """One ``ctx.close`` of a check, with the tolerances it applied (floored for float32) and whether it held."""
 
     what: str
@@ -74,8 +72,8 @@ class _Recorder:
         keywords = {"advantages": advantages, "num_sequences": num_sequences, "num_tokens": num_tokens,
                     "max_tokens": max_tokens, "num_shards": num_shards}
         batch = LossBatch(log_probs.detach(), behavior_log_probs.detach(), rewards.detach(), action_mask, group_ids)
-        self.calls.append(Call(batch, {k: v for k, v in keywords.items() if v is not None and k != "advantages"}
-                               | ({"advantages": advantages.detach()} if advantages is not None else {})))
+        self.calls.append(RecordedCall(batch, {k: v for k, v in keywords.items() if v is not None and k != "advantages"}
+                                       | ({"advantages": advantages.detach()} if advantages is not None else {})))
         return self._loss(log_probs, behavior_log_probs, rewards, action_mask, group_ids, **keywords)
 
 
@@ -85,8 +83,8 @@ class _Recording(Context):
     def close(self, what: str, got: Tensor, want: Tensor, *, rtol: float = 1e-7, atol: float = 1e-9) -> None:
         if self.dtype == torch.float32:
             rtol, atol = max(rtol, FLOAT32_RTOL), max(atol, FLOAT32_ATOL)
-        comparison = Comparison(what, got.detach().to(torch.float64), want.detach().to(torch.float64), rtol, atol,
-                                True)
+        comparison = RecordedComparison(what, got.detach().to(torch.float64), want.detach().to(torch.float64), rtol,
+                                        atol, True)
         self.fn.comparisons.append(comparison)
         try:
             super().close(what, got, want, rtol=rtol, atol=atol)
@@ -302,4 +300,4 @@ TEMPLATES: dict[str, Callable[[_Writer], list[str]]] = {
 with respect to the behaviour log-probs and rewards, which no framework call exposes as leaves)."""
 
 
-__all__ = ["Call", "Comparison", "TEMPLATES", "counterexample_code", "replay"]
+__all__ = ["RecordedCall", "RecordedComparison", "TEMPLATES", "counterexample_code", "replay"]
