@@ -121,6 +121,7 @@ def test_a_follow_up_runs_by_name_on_its_own_page_with_per_seed_numbers(tmp_path
                                     "--report", str(tmp_path / "docs" / "follow-ups.md"))
     assert status == 0, output
     text = (tmp_path / "docs" / "follow-ups.md").read_text()
-    assert text.startswith("# Follow-up experiments") and "## C1size" in text and "(claimed 2)" in text
+    assert text.startswith("# Follow-up experiments") and "## C1size" in text
+    assert "(flashsim's reading of the 2×)" in text
     rows = (tmp_path / "docs" / "results" / "C1size" / "per_seed.csv").read_text().splitlines()
     assert rows[0].startswith("claim,setting,arm,seed,rollouts_to_70") and len(rows) == 1 + 2 * 3 * 2

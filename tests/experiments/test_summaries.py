@@ -85,12 +85,29 @@ def test_summary_json_holds_the_verdict_the_page_prints_and_a_holm_p(page):
         assert primary["p_holm"] is not None and primary["holm_family"]
 
 
-def test_every_c1_row_decides_the_claimed_size_and_the_full_budget_says_both_in_one_line():
+def test_every_c1_row_decides_flashsims_reading_of_the_2x_and_the_full_budget_says_both_in_one_line():
     for page in PAGES:
         if "C1" in _overview(ROOT / page.path):
-            assert "claimed size 2× " in _overview(ROOT / page.path)["C1"], page.path
+            assert "flashsim's reading of the 2× " in _overview(ROOT / page.path)["C1"], page.path
     full = _overview(ROOT / "docs/full-budget/results.md")["C1"]
-    assert full.startswith("**inconclusive** (direction not decided)") and "claimed size 2× rejected" in full
+    assert full.startswith("**inconclusive** (direction not decided)")
+    assert "flashsim's reading of the 2× rejected" in full
+
+
+def test_no_page_prints_a_size_the_article_does_not_state_as_claimed():
+    """C1's 2× and C3's 1.57× are flashsim's readings of the article, C7's 2× flashsim's pre-registered threshold:
+    every page, its tables included, says so where it prints them."""
+    unlabelled = re.compile(r"claimed (?:size|factor) \d|\(claimed \d")
+    for path in [ROOT / page.path for page in PAGES] + sorted(ROOT.glob("docs/**/results/*/table.md")):
+        assert unlabelled.findall(path.read_text()) == [], path
+
+
+def test_each_claims_committed_table_is_the_one_its_page_prints():
+    for page in PAGES:
+        text = (ROOT / page.path).read_text()
+        for table in sorted((ROOT / page.path.replace("results.md", "results")).glob("*/table.md")):
+            if not (table.parent / "fisher.json").exists():  # a collapse test's tables are its own section's
+                assert table.read_text().strip() in text, table
 
 
 def test_c7s_size_is_printed_as_flashsims_pre_registered_2x_on_every_page():

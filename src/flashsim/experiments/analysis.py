@@ -210,14 +210,29 @@ def pairs_text(result: dict) -> str:
     return f"{result.get('pairs', result['difference']['n'])}" + (f" ({dropped} dropped by one arm)" if dropped else "")
 
 
-def factor_text(result: dict) -> str:
+SIZE_LABELS: Mapping[str, str] = {
+    "C1": "flashsim's reading of the", "C1size": "flashsim's reading of the", "C3": "flashsim's reading of the",
+    "C7": "flashsim's pre-registered",
+}
+"""Claims whose size the article does not state as a number, by claim: the label printed before the size in place
+of "claimed size". C1's 2× is flashsim's reading of "the same score with half the rollouts", C3's 1.57× its
+reading of 3,947 vs 2,518 tokens (``experiments/article.json``, "readings"); C7's 2× is a threshold flashsim
+pre-registered (the article quotes no speed-up)."""
+
+
+def size_label(claim: str) -> str:
+    """What a page prints before a claim's size: its :data:`SIZE_LABELS` label, else "claimed size"."""
+    return SIZE_LABELS.get(claim, "claimed size")
+
+
+def factor_text(result: dict, claim: str = "") -> str:
     """The factor (of the arms' means), or where a size is tested the factor on the complete pairs with its
-    delta-method interval and the claimed size."""
+    delta-method interval and the size, labelled (:func:`size_label`)."""
     if result.get("size") is None:
         return fmt(result["factor"], 2)
     ratio = result["ratio"]
     interval = f" [{fmt(ratio['low'], 2)}, {fmt(ratio['high'], 2)}]" if ratio["n"] >= 2 else ""
-    return f"{fmt(ratio['mean'], 2)}{interval} (claimed {result['size']:.3g})"
+    return f"{fmt(ratio['mean'], 2)}{interval} ({size_label(claim)} {result['size']:.3g}×)"
 
 
 def fmt_interval(interval: dict | Interval) -> str:
@@ -231,8 +246,9 @@ def markdown_tables(summary: dict) -> str:
     """The verdict table (every comparison × knob value) and the means table, as Markdown."""
     labels = {k["name"]: k["label"] for k in summary["knob"]}
     arms = {a["name"]: a["label"] for a in summary["arms"]}
+    claim = summary["claim"]
     lines = ["| comparison (paper's direction) | setting | mean difference [95 % CI] | smallest effect | pairs "
-             "| factor [95 % CI] (claimed) | p | Holm p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+             "| factor [95 % CI] (size) | p | Holm p | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for comparison in summary["comparisons"]:
         for knob, result in comparison["by_knob"].items():
             mark = " **(headline)**" if knob == summary["headline"] else ""
@@ -247,7 +263,7 @@ def markdown_tables(summary: dict) -> str:
                 before = f"; {rule} before Holm" if rule != result["verdict"] else ""
                 verdict = f"**{result['verdict']}** (confirmatory, after Holm across the page{before})"
             lines.append(f"| {_describe(comparison)} | {labels[knob]}{mark} | {fmt_interval(result['difference'])} "
-                         f"| ±{fmt(result['effect'], 3)} | {pairs_text(result)} | {factor_text(result)} "
+                         f"| ±{fmt(result['effect'], 3)} | {pairs_text(result)} | {factor_text(result, claim)} "
                          f"| {fmt_p(result.get('p'))} | {fmt_p(result.get('p_holm'))} | {verdict} |")
     if summary.get("tuned"):
         tuned = summary["tuned"]
@@ -257,10 +273,10 @@ def markdown_tables(summary: dict) -> str:
                   + (f" At the edge of the grid, so not an optimum: {', '.join(arms[a] for a in edge)}." if edge
                      else ""), "",
                   "| comparison at each arm's best | mean difference [95 % CI] | smallest effect | pairs "
-                  "| factor [95 % CI] (claimed) | p | verdict |", "|---|---|---|---|---|---|---|"]
+                  "| factor [95 % CI] (size) | p | verdict |", "|---|---|---|---|---|---|---|"]
         for result in tuned["comparisons"]:
             lines.append(f"| {result['comparison']} | {fmt_interval(result['difference'])} "
-                         f"| ±{fmt(result['effect'], 3)} | {pairs_text(result)} | {factor_text(result)} "
+                         f"| ±{fmt(result['effect'], 3)} | {pairs_text(result)} | {factor_text(result, claim)} "
                          f"| {fmt_p(result.get('p'))} | {result['verdict']} (exploratory) |")
     metrics = list(summary["metrics"])
     lines += ["", "| setting | arm | " + " | ".join(metrics) + " |", "|---|---|" + "---|" * len(metrics)]

@@ -32,6 +32,7 @@ from flashsim.experiments.analysis import (
     fmt_sci,
     markdown_tables,
     pairs_text,
+    size_label,
 )
 from flashsim.experiments.design import ClaimDesign
 from flashsim.experiments.pages import replication_text
@@ -90,7 +91,7 @@ def _headline_numbers(summary: dict) -> str:
     arm, baseline, metric = primary["arm"], primary["baseline"], primary["metric"]
     result = primary["by_knob"][headline]
     return (f"{arms[arm]} {fmt_interval(row[arm][metric])} vs {arms[baseline]} "
-            f"{fmt_interval(row[baseline][metric])} ({metric}; factor {factor_text(result)}; "
+            f"{fmt_interval(row[baseline][metric])} ({metric}; factor {factor_text(result, summary['claim'])}; "
             f"{pairs_text(result)} pairs)")
 
 
@@ -106,7 +107,7 @@ def _verdict_line(comparison: dict, summary: dict) -> str:
         groups.setdefault(result["verdict"], []).append(label)
     parts = [f"{verdict} at {'; '.join(knobs)}" for verdict, knobs in groups.items()]
     sign = ">" if comparison["direction"] == "greater" else "<"
-    size = f"; claimed factor {comparison['size']:g}" if comparison.get("size") else ""
+    size = f"; size: {size_label(summary['claim'])} {comparison['size']:.3g}×" if comparison.get("size") else ""
     return (f"- `{comparison['metric']}`: {comparison['arm']} {sign} {comparison['baseline']} "
             f"({_quoted(comparison)}; smallest effect {comparison['smallest_effect']}{size}) — {' — '.join(parts)}.")
 
@@ -289,13 +290,14 @@ def _collapse_findings(assets: Path) -> str:
 
 
 def _keep_assets(claim: str, source: Path, target: Path, summary: dict) -> Path:
-    """Copy a claim's figures and tables from ``source`` to ``target`` (unless they are the same folder) and write
-    its finalized ``summary.json`` there; returns ``target``."""
+    """Copy a claim's figures and data from ``source`` to ``target`` (unless they are the same folder) and write
+    its finalized ``summary.json`` and its tables (``table.md``) there; returns ``target``."""
     target.mkdir(parents=True, exist_ok=True)
-    for name in (*figure_names(claim), TABLE, MEANS, PER_SEED):
+    for name in (*figure_names(claim), MEANS, PER_SEED):
         if (source / name).exists() and (source / name).resolve() != (target / name).resolve():
             shutil.copyfile(source / name, target / name)
     atomic_write_text(target / SUMMARY, to_json(summary))
+    atomic_write_text(target / TABLE, markdown_tables(summary))  # the tables of the final summary, as the page's
     return target
 
 

@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from flashsim.experiments.analysis import fmt, fmt_interval, fmt_p
+from flashsim.experiments.analysis import fmt, fmt_interval, fmt_p, size_label
 from flashsim.experiments.verdict import INCONCLUSIVE, holm, with_holm
 
 FAMILIES = {
@@ -45,8 +45,8 @@ EXPLORATORY_PRIMARIES: Mapping[tuple[str, str], str] = {
 them). C5 on the full budget is confirmatory: its primary was committed before seeds 1100–1119 ran."""
 
 SIZE_NOT_TESTED: Mapping[tuple[str, str], str] = {
-    ("transformer", "C1"): "claimed size 2× not tested here (the primary is the area under the accuracy curve at a "
-                           "matched budget, which has no rollout factor)",
+    ("transformer", "C1"): "flashsim's reading of the 2× not tested here (the primary is the area under the accuracy "
+                           "curve at a matched budget, which has no rollout factor)",
 }
 """Primaries of a claim whose article quotes a size but whose measure cannot test it, by (family, claim): said in
 the size verdict's place, so that every page's row of the claim speaks to the size."""
@@ -91,14 +91,9 @@ def size_position(low: float | None, high: float | None, size: float) -> str:
     return "below" if high < size else "above" if low > size else "inside"
 
 
-SIZE_LABELS: Mapping[str, str] = {"C7": "flashsim's pre-registered"}
-"""Claims whose size is not the article's, by claim: the label printed in place of "claimed size" (C7's 2× is a
-threshold flashsim pre-registered; the article quotes no speed-up)."""
-
-
 def size_verdict(result: Mapping, claim: str = "") -> str:
     """The claimed size beside the direction: '' where no size is quoted or the factor has no interval; a size of
-    :data:`SIZE_LABELS` is printed with its label.
+    :data:`~flashsim.experiments.analysis.SIZE_LABELS` is printed with its label.
 
     >>> size_verdict({"size": 2.0, "ratio": {"mean": 1.11, "low": 1.03, "high": 1.19, "n": 20}})
     'claimed size 2× rejected (factor 1.11 [1.03, 1.19], below it)'
@@ -113,10 +108,10 @@ def size_verdict(result: Mapping, claim: str = "") -> str:
     if not position:
         return ""
     factor = f"factor {fmt(ratio['mean'], 2)} [{fmt(low, 2)}, {fmt(high, 2)}]"
-    name = SIZE_LABELS.get(claim, "claimed size")
+    name = size_label(claim)
     return {"below": f"{name} {size:.3g}× rejected ({factor}, below it)",
             "above": f"{name} {size:.3g}× exceeded ({factor}, above it)",
-            "inside": f"consistent with {'the ' if claim not in SIZE_LABELS else ''}{name} {size:.3g}× ({factor})"}[
+            "inside": f"consistent with {'the ' if name == 'claimed size' else ''}{name} {size:.3g}× ({factor})"}[
         position]
 
 
