@@ -75,6 +75,7 @@ def test_every_reference_in_a_discussion_resolves(path, stores):
     "Seed 112 ended 0.048 below its peak of 0.080.",  # a fall, beside the collapse drop's words
     "The sequence gate admitted 64 % of the calculator's trajectories.",  # a share, beside the error rate's words
     "With the tool the model reaches 0.28.",  # an accuracy, beside the pilot rule's words
+    "The gate keeps FlashREINFORCE within 0.02 of GRPO.",  # a gap, beside the rule's ε words
 ])
 def test_a_typed_result_in_a_discussion_is_found(typed):
     assert numbers_outside_references(typed)
@@ -92,6 +93,7 @@ def test_settings_and_references_are_not_typed_results():
     text = ("At lr 0.03 and L = 8 with 32 × 4, the smallest effect of 0.01 and 0.9 of the optimum, "
             "{{ quick:C3 times }} against {{ article:length_factor }}; commit 3b86649, seeds 10–19, `a 0.5 code`; "
             "rollouts to 0.6 and 0.7 of the optimum; the grid 0.1–3 was extended to 0.03; within 0.01 of 0. "
+            "Within 0.01 of the optimum, within ±0.01. "
             "At lr ≤ 0.1 and on lr ∈ {0.03, 0.1, 0.3}, pre-registered at 50 % of the time, the design predicted a "
             "factor near 1.3 and a gain (predicted +0.005 to +0.02); the design gives 0.70 against 0.54–0.58; "
             "error rate 45 %. The collapse drop of 0.05; the pre-registered drop of 0.05; a calculator wrong on 30 % "

@@ -464,7 +464,7 @@ def numbers_outside_references(text: str) -> list[str]:
     for pattern in RESULT_NUMBERS:
         for match in pattern.finditer(text):
             before, after = text[max(0, match.start() - 40):match.start()].lower(), text[match.end():match.end() + 30]
-            if SETTING_BEFORE.search(before) or SETTING_AFTER.match(after.lower()):
+            if SETTING_BEFORE.search(before) or SETTING_AFTER.match(after.lower()) or _a_bound(before, after):
                 continue
             found.append(match.group().strip())
     return found
@@ -472,7 +472,7 @@ def numbers_outside_references(text: str) -> list[str]:
 
 SETTING_BEFORE = re.compile(r"(?:\blr(?: [≤≥<>])?|learning rate|smallest effect(?: of)?|[σδεLHGBm] [=≤≥<>]|seeds?|"
                             r"grid|threshold|claimed size|pre-registered(?: at)?|error rate|"
-                            r"design gives [\d.]+,? against|within|level|grid [\d.–]+ was extended to|"
+                            r"design gives [\d.]+,? against|level|grid [\d.–]+ was extended to|"
                             r"(?:pre-registered|collapse) drop|"
                             r"calculator(?: is)? wrong on|model alone reaches|lr ∈ \{(?:[\d.]+, )*|the design gives|"
                             r"predicted(?: an?)?(?: factor| gain)?(?: near| of about| about| of)?(?: [+−]?[\d.]+ to)?)"
@@ -483,6 +483,16 @@ near 1.3``, ``predicted +0.005 to +0.02``, a property of the task ``the design g
 of a range (``the design gives 0.70 against 0.54–0.58``; "against" alone makes nothing a setting: in ``0.396 against
 0.344`` both are results); the collapse test's ``collapse drop of 0.05``, the claims' task's ``calculator
 wrong on 30 %`` and the pilot rule's ``the model alone reaches 0.2``."""
+
+
+def _a_bound(before: str, after: str) -> bool:
+    """``within`` a design's bound: the rule's ε (``within 0.01 of 0``, ``within 0.01 of the optimum``) or its
+    smallest effect (``within ±0.01``); ``within 0.02 of GRPO`` is a result."""
+    if re.search(r"\bwithin ±\s*$", before):
+        return True
+    return bool(re.search(r"\bwithin\s*$", before) and re.match(r"\s*of (?:0\b(?![.,]\d)|the optimum)", after))
+
+
 SETTING_AFTER = re.compile(r"\s*(?:(?:and \d+(?:\.\d+)? )?of (?:the|its) optimum|nats? of entropy|"
                            r"×?\s*\(?(?:flashsim's|pre-registered))")
 """Words just after a number that make it a setting (``0.9 of the optimum``, ``0.6 and 0.7 of the optimum``,
