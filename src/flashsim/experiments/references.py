@@ -349,17 +349,17 @@ def _seed_field(rows: list[dict], setting: str, metric: str, name: str, argument
     arm, _, seed = argument.partition("/")
     values = _per_seed(rows, setting, arm, metric)
     if name == "run":
-        return _sign(fmt(values[seed], places), values[seed]).lstrip("+")
+        return _minus(fmt(values[seed], places))
     finite = {s: v for s, v in values.items() if math.isfinite(v)}
     if not finite:
         raise KeyError(f"{arm} has no finite {metric}")
     lowest = min(finite, key=finite.get)
     if name == "lowest":
-        return _sign(fmt(finite[lowest], places), finite[lowest]).lstrip("+")
+        return _minus(fmt(finite[lowest], places))
     if name == "lowest-seed":
         return lowest
     low, high = min(finite.values()), max(finite.values())
-    return f"{_sign(fmt(low, places), low).lstrip('+')}–{_sign(fmt(high, places), high).lstrip('+')}"
+    return f"{_minus(fmt(low, places))}–{_minus(fmt(high, places))}"
 
 
 def _per_seed(rows: list[dict], setting: str, arm: str, metric: str) -> dict[str, float]:
@@ -383,7 +383,12 @@ def _per_seed(rows: list[dict], setting: str, arm: str, metric: str) -> dict[str
 
 def _sign(text: str, value: float) -> str:
     """``text`` (a formatted ``value``) with a + before a positive value and a minus sign for a negative one."""
-    return ("+" if value > 0 else "") + re.sub(r"(?<!e)-", "−", text)
+    return ("+" if value > 0 else "") + _minus(text)
+
+
+def _minus(text: str) -> str:
+    """``text`` with the typographic minus sign (an exponent's hyphen kept: ``1e-05``)."""
+    return re.sub(r"(?<!e)-", "−", text)
 
 
 def _comparison(summary: Mapping, target: re.Match) -> Mapping:
@@ -409,8 +414,7 @@ def _signed(interval: Mapping, sign: int, digits: int) -> str:
     mean, low, high = sign * interval["mean"], interval["low"], interval["high"]
     if sign < 0:
         low, high = -high, -low
-    text = f"{fmt(mean, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
-    return ("+" if mean > 0 else "") + re.sub(r"(?<!e)-", "−", text)
+    return _sign(f"{fmt(mean, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]", mean)
 
 
 def _pairs(rows: list[dict], comparison: Mapping, setting: str) -> list[tuple[float, float]]:
