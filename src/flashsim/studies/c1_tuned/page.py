@@ -206,6 +206,11 @@ def _not_done(t: dict) -> str:
             f"({_seed_range(t['verdict_seeds'])}) ran for both arms; no verdict is read on a partial run.")
 
 
+def _signed_interval(d: dict) -> str:
+    """A paired difference with its interval, signed: ``+0.029 [+0.019, +0.039]``."""
+    return f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
 def _verdict_sentence(t: dict) -> str:
     """One verdict run's sentence: both arms' auc, the paired difference and its verdict, the seeds it rests on."""
     c = t["comparison"]
@@ -213,7 +218,7 @@ def _verdict_sentence(t: dict) -> str:
     ahead = (f"; FlashREINFORCE ahead on {c['flash_ahead']} of {c['seeds']} seeds" if "flash_ahead" in c else "")
     return (f"at their chosen rates on {c['seeds']} seeds ({_seed_range(t['verdict_seeds'])}), FlashREINFORCE's auc "
             f"is {f['mean']:.3f} [{f['low']:.3f}, {f['high']:.3f}] and GRPO's {g['mean']:.3f} [{g['low']:.3f}, "
-            f"{g['high']:.3f}]: a paired difference of {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]{ahead}, "
+            f"{g['high']:.3f}]: a paired difference of {_signed_interval(d)}{ahead}, "
             f"*{c['verdict']}* (smallest effect 0.01; p of the one-sided test against it {c['p']:.2g}). flashsim's "
             "reading of the 2× is a factor in rollouts, which the transformer's auc does not measure, so no size "
             "verdict is read here.")
@@ -254,10 +259,9 @@ def transformer_sentence(first: dict | None, confirmatory: dict | None, link: st
 
     def said(t: dict) -> str:
         c = t["comparison"]
-        d = c["difference"]
         ahead = f", FlashREINFORCE ahead on {c['flash_ahead']} of {c['seeds']}" if "flash_ahead" in c else ""
-        return (f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] on seeds {_seed_range(t['verdict_seeds'])}"
-                f"{ahead}: *{c['verdict']}*")
+        seeds = _seed_range(t["verdict_seeds"])
+        return f"{_signed_interval(c['difference'])} on seeds {seeds}{ahead}: *{c['verdict']}*"
 
     exploratory = ("the first run, exploratory (it ran past the design's stop rule on seeds no longer blind), gave "
                    + said(first))
@@ -333,12 +337,18 @@ def write_page(out: Path, page: Path) -> dict:
     atomic_write_text(results / "per_seed.csv", tuned_per_seed_csv(load_tuned_cells(Path(out))))
     atomic_write_text(results / "summary.json", json.dumps(summary, indent=1, sort_keys=True) + "\n")
     grid_figure(summary, results / "grid.png")
-    atomic_write_text(page, render_tuned_page(summary, *_transformer_summaries(results),
-                                              per_seed=_per_seed_rows(results / "per_seed.csv")))
-    atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
-    atomic_write_text(results / "transformer_sentence.txt",
-                      transformer_sentence(*_transformer_summaries(results)) + "\n")
+    _write_page_and_sentences(page, results, summary)
     return summary
+
+
+def _write_page_and_sentences(page: Path, results: Path, summary: dict) -> None:
+    """The page and the two sentences other pages quote (``results_sentence.txt``, ``transformer_sentence.txt``),
+    from ``summary`` and the transformer summaries committed in ``results``."""
+    transformer, confirmatory = _transformer_summaries(results)
+    atomic_write_text(page, render_tuned_page(summary, transformer, _per_seed_rows(results / "per_seed.csv"),
+                                              confirmatory))
+    atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
+    atomic_write_text(results / "transformer_sentence.txt", transformer_sentence(transformer, confirmatory) + "\n")
 
 
 def _transformer_summaries(results: Path) -> tuple[dict | None, dict | None]:
@@ -364,11 +374,7 @@ def rerender_tuned_page(page: Path | str = "docs/c1-tuned/results.md") -> Path:
     for part in ("arms", "grid"):
         summary[part] = dict(sorted(summary[part].items(),
                                     key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
-    transformer, confirmatory = _transformer_summaries(results)
-    atomic_write_text(page, render_tuned_page(summary, transformer, _per_seed_rows(results / "per_seed.csv"),
-                                              confirmatory))
-    atomic_write_text(results / "results_sentence.txt", results_sentence(summary) + "\n")
-    atomic_write_text(results / "transformer_sentence.txt", transformer_sentence(transformer, confirmatory) + "\n")
+    _write_page_and_sentences(page, results, summary)
     return page
 
 
