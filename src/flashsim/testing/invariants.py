@@ -81,10 +81,16 @@ class Context:
     """The dtype of the drawn batches (float64, or float32, the dtype the frameworks' pipelines feed)."""
 
     def close(self, what: str, got: Tensor, want: Tensor, *, rtol: float = 1e-7, atol: float = 1e-9) -> None:
-        """:func:`_close` with the tolerances floored at a few float32 ulps when the batches are float32."""
-        if self.dtype == torch.float32:
-            rtol, atol = max(rtol, FLOAT32_RTOL), max(atol, FLOAT32_ATOL)
+        """:func:`_close` with :meth:`tolerances`."""
+        rtol, atol = self.tolerances(rtol, atol)
         _close(what, got, want, rtol=rtol, atol=atol)
+
+    def tolerances(self, rtol: float, atol: float) -> tuple[float, float]:
+        """``(rtol, atol)`` as :meth:`close` applies them: floored at a few float32 ulps when the batches are
+        float32."""
+        if self.dtype == torch.float32:
+            return max(rtol, FLOAT32_RTOL), max(atol, FLOAT32_ATOL)
+        return rtol, atol
 
     def loss(self, batch: LossBatch, log_probs: Tensor, **overrides) -> Tensor:
         return self.convention.loss(self.fn, self.algorithm, batch, log_probs, eps=self.std_eps, **overrides)

@@ -21,8 +21,6 @@ from torch import Tensor
 from flashsim.testing.adapters import tensor_code
 from flashsim.testing.check import build_context
 from flashsim.testing.invariants import (
-    FLOAT32_ATOL,
-    FLOAT32_RTOL,
     INVARIANTS,
     Context,
     Replay,
@@ -81,8 +79,7 @@ class _Recording(Context):
     """A :class:`~flashsim.testing.invariants.Context` that records each comparison in its recorder."""
 
     def close(self, what: str, got: Tensor, want: Tensor, *, rtol: float = 1e-7, atol: float = 1e-9) -> None:
-        if self.dtype == torch.float32:
-            rtol, atol = max(rtol, FLOAT32_RTOL), max(atol, FLOAT32_ATOL)
+        rtol, atol = self.tolerances(rtol, atol)
         comparison = RecordedComparison(what, got.detach().to(torch.float64), want.detach().to(torch.float64), rtol,
                                         atol, True)
         self.fn.comparisons.append(comparison)

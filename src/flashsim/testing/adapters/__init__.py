@@ -133,6 +133,12 @@ class Adapter:
         return row_key(self.framework.lower(), self.variant)
 
 
+def pipeline_rewards(rewards: Tensor) -> Tensor:
+    """The rewards as a framework's pipeline holds them when it forms advantages: float32, or float64 where they came
+    in float64 (bf16/fp16 never)."""
+    return rewards.to(torch.promote_types(rewards.dtype, torch.float32))
+
+
 def tensor_code(tensor: Tensor, grad: bool = False) -> str:
     """``torch.tensor(...)`` that rebuilds ``tensor`` exactly (a float's repr reads back to the same value in its
     dtype; NaN and ±inf as ``float('nan')``, ``float('inf')``)."""
@@ -174,5 +180,5 @@ def variants(framework: str) -> list[Adapter]:
     return module.variants()
 
 
-__all__ = ["Adapter", "FRAMEWORKS", "FrameworkMissing", "group_rows", "installed_version", "require", "row_key",
-           "tensor_code", "variants"]
+__all__ = ["Adapter", "FRAMEWORKS", "FrameworkMissing", "group_rows", "installed_version", "pipeline_rewards",
+           "require", "row_key", "tensor_code", "variants"]

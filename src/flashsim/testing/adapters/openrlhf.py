@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from flashsim.testing.adapters import Adapter, group_rows, require, tensor_code
+from flashsim.testing.adapters import Adapter, group_rows, pipeline_rewards, require, tensor_code
 
 REWARD_CLIP_RANGE = (-10.0, 10.0)
 """``--reward.clip_range``'s default in ``openrlhf/cli/train_ppo_ray.py``."""
@@ -85,7 +85,7 @@ class OpenRLHFLoss(Adapter):
                                 else _GATES.get(self.options.get("is_correction_gating")) if self.gated else None)
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
-        rewards = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
+        rewards = pipeline_rewards(rewards)
         if self.advantage_estimator == "flash_reinforce":
             return clip_reward(rewards - rewards.mean())
         size = group_rows(group_ids) if group_ids is not None else rewards.shape[0]
@@ -119,7 +119,7 @@ class OpenRLHFLoss(Adapter):
 
     def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
                      num_shards=1) -> list[str]:
-        rewards = batch.rewards.to(torch.promote_types(batch.rewards.dtype, torch.float32))
+        rewards = pipeline_rewards(batch.rewards)
         lines = [f"rewards_{name} = {tensor_code(rewards)}"]
         if advantages is not None:
             lines = [f"advantages_{name} = {advantages}  # the full batch's advantages, this micro-batch's rows"]

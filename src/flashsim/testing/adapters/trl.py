@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import torch
 from torch import Tensor
 
-from flashsim.testing.adapters import Adapter, group_rows, require, tensor_code
+from flashsim.testing.adapters import Adapter, group_rows, pipeline_rewards, require, tensor_code
 
 MAX_COMPLETION_LENGTH = 32
 """``max_completion_length`` of the ``dr_grpo`` row (its N: the harness's rows are at most 24 tokens)."""
@@ -143,7 +143,7 @@ class TRLLoss(Adapter):
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
         nanstd = require("trl.trainer.utils", "trl").nanstd
-        rewards = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
+        rewards = pipeline_rewards(rewards)
         size = group_rows(group_ids) if group_ids is not None else rewards.shape[0]
         grouped = rewards.view(-1, size)
         centred = rewards - grouped.mean(dim=1).repeat_interleave(size)
@@ -202,7 +202,7 @@ class TRLLoss(Adapter):
 
     def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
                      num_shards=1) -> list[str]:
-        rewards = batch.rewards.to(torch.promote_types(batch.rewards.dtype, torch.float32))
+        rewards = pipeline_rewards(batch.rewards)
         lines = [f"rewards_{name} = {tensor_code(rewards)}"]
         if advantages is not None:
             lines = [f"advantages_{name} = {advantages}  # the generation batch's advantages, this micro-batch's rows"]

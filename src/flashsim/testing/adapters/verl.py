@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from flashsim.testing.adapters import Adapter, require, tensor_code
+from flashsim.testing.adapters import Adapter, pipeline_rewards, require, tensor_code
 
 LOSS_SCALE_FACTOR = 32
 """``loss_scale_factor`` of the Dr. GRPO row with a fixed normaliser."""
@@ -102,7 +102,7 @@ class VerlLoss(Adapter):
             self.documented = {"single_rollout_groups": SINGLETON_FALLBACK}
 
     def advantages(self, rewards: Tensor, group_ids: Tensor | None) -> Tensor:
-        scores = rewards.to(torch.promote_types(rewards.dtype, torch.float32))
+        scores = pipeline_rewards(rewards)
         if self.loss_mode == INTEGRATION:  # flashsim's estimator, taken from verl's registry as its trainer does
             core_algos = _integration()
             advantages, _ = core_algos.get_adv_estimator_fn(INTEGRATION)(
@@ -155,7 +155,7 @@ class VerlLoss(Adapter):
 
     def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
                      num_shards=1) -> list[str]:
-        rewards = batch.rewards.to(torch.promote_types(batch.rewards.dtype, torch.float32))
+        rewards = pipeline_rewards(batch.rewards)
         lines = [f"token_level_rewards_{name} = {tensor_code(rewards[:, None])}"]
         ones = f"response_mask=torch.ones_like(token_level_rewards_{name})"
         if advantages is not None:
