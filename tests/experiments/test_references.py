@@ -65,6 +65,8 @@ def test_every_reference_in_a_discussion_resolves(path, stores):
     "The gap was +0.36 [0.27, 0.44] at the full budget.",  # an interval
     "It survives Holm (p = 0.0019).",  # a p
     "GRPO was slower in 18 of 20 seeds.",  # a count of seeds
+    "The two runs were identical in all 20 seeds.",  # a count of seeds, as all of them
+    "None of the 30 token-gate runs collapsed.",  # a count of runs, as none of them
     "The token-local gate collapsed in 3/30 runs.",  # a count of runs
     "Lag 4 costs 0.027 in area.",  # a bare value
     "GRPO's lowest final count is 0.95.",  # a value that ends a sentence
@@ -205,6 +207,19 @@ def test_per_seed_fields_read_one_arms_runs(stores):
         f"{float(rows[3]['auc']):.4f}")
 
 
+def test_same_counts_the_seeds_where_two_arms_runs_agree(stores):
+    rows = _csv("docs/full-budget/results/C1/per_seed.csv")
+    for setting in ("u400", "u50", "u25"):
+        runs = {(r["arm"], r["seed"]): r["rollouts_to_90"] for r in rows if r["setting"] == setting}
+        seeds = sorted({seed for arm, seed in runs if arm == "grpo"})
+        same = sum(runs[("grpo", seed)] == runs[("grpo_2x", seed)] for seed in seeds)  # '' == '': neither reached
+        rendered = render_references(f"{{{{ full:C1@{setting}#rollouts_to_90 same:grpo/grpo_2x }}}}", stores)
+        assert rendered == f"{same} of {len(seeds)}"
+    # the three budgets differ (all, some and few of the seeds), so a count that ignored the setting would show
+    assert len({render_references(f"{{{{ full:C1@{s}#rollouts_to_90 same:grpo/grpo_2x }}}}", stores)
+                for s in ("u400", "u50", "u25")}) == 3
+
+
 def test_a_start_value_is_the_final_value_less_its_change(stores):
     rows = [r for r in _csv("docs/transformer/results/C9/per_seed.csv") if r["arm"] == "flash"]
     assert "tool_calls_start" not in rows[0]
@@ -281,7 +296,8 @@ def test_an_exploratory_decision_that_holm_undoes_says_so(stores):
     "{{ full:C8 probe:lag4:0:cosine }}",
     "{{ full:C8#drawdown:lag4/no_gate_lag4 quoted }}", "{{ full:C2#no_metric largest:token_gate }}",
     "{{ transformer:C9#colour value:flash }}", "{{ transformer:C9 range:nobody }}",
-    "{{ transformer:C9 run:flash/999 }}", "{{ transformer:C9@tool99 value:flash }}",
+    "{{ transformer:C9 run:flash/999 }}", "{{ full:C1#rollouts_to_90 same:grpo/nobody }}",
+    "{{ transformer:C9@tool99 value:flash }}",
     "{{ transformer:C9#colour_start range:flash }}",
     "{{ transformer:C2collapse seeds:token_gate }}", "{{ transformer:C2collapse@tool30_lag9 needed }}",
 ])

@@ -97,6 +97,8 @@ FIELDS = {
     "lowest:ARM": "the lowest per-seed value of an arm (a metric as for range:ARM)",
     "lowest-seed:ARM": "the seed that has it",
     "run:ARM/SEED": "one run's value: the arm's at seed SEED (a metric as for range:ARM)",
+    "same:ARM/OTHER": "in how many seeds two arms' runs give the same value of #METRIC at the setting, neither "
+                      "reaching a threshold counting as the same ('20 of 20'; from per_seed.csv)",
     "collapsed:ARM": "a collapse test's count of collapsed runs of an arm ('k/n'; @SETTING the setting)",
     "seeds:ARM": "a collapse test's collapsed seeds of an arm at the setting ('102, 113, 126'; 'none')",
     "fisher": "a collapse test's Fisher p at the setting (the confirmatory arm's, ':ARM' for another's)",
@@ -339,15 +341,21 @@ def _probe(stores: Stores, family: str, claim: str, summary: Mapping, argument: 
     return f"{fmt(mean, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
 
 
-SEED_FIELDS = ("range", "lowest", "lowest-seed", "run")
+SEED_FIELDS = ("range", "lowest", "lowest-seed", "run", "same")
 """The fields that read one arm's runs, seed by seed, from ``per_seed.csv``."""
 
 
 def _seed_field(rows: list[dict], setting: str, metric: str, name: str, argument: str, digits: int | None) -> str:
-    """A field of one arm's runs (the lowest–highest, the lowest and its seed, one run's value) in ``metric``."""
+    """A field of one arm's runs (the lowest–highest, the lowest and its seed, one run's value, the seeds where it
+    equals another arm's) in ``metric``."""
     places = 3 if digits is None else digits
     arm, _, seed = argument.partition("/")
     values = _per_seed(rows, setting, arm, metric)
+    if name == "same":  # here the part after the slash names the other arm
+        other = _per_seed(rows, setting, seed, metric)
+        seeds = values.keys() & other.keys()
+        same = sum(values[s] == other[s] or math.isnan(values[s]) and math.isnan(other[s]) for s in seeds)
+        return f"{same} of {len(seeds)}"
     if name == "run":
         return _minus(fmt(values[seed], places))
     finite = {s: v for s, v in values.items() if math.isfinite(v)}
@@ -511,6 +519,7 @@ RESULT_NUMBERS = (
     re.compile(r"\bp\s*[=<>≤]\s*\d"),  # a p
     re.compile(r"(?<![\d.])\b\d+ (?:of|out of) (?:the )?\d+\b"),  # a count of seeds: 18 of 20 (not "0.01 of 0")
     re.compile(r"\b\d+/\d+\b"),  # a count of runs: 3/30
+    re.compile(r"\b(?:all|none of the|both of the) \d+ (?:[\w-]+ )?(?:seeds|runs|pairs)\b", re.IGNORECASE),  # all 20
 )
 """What counts as a typed result number in a discussion (:func:`numbers_outside_references`)."""
 
