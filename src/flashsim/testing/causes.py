@@ -345,6 +345,15 @@ CAUSES: dict[tuple[str, str, str, str], Cause] = {
         "rejection threshold are kept or rejected by rounding. verl's default engine hands the loss float32 "
         "log-probs (evidence), and vLLM's rollout log-probs are float32, so this needs another source of "
         "log-probs.", "outside", _VERL_AUTOCAST),
+    ("verl", "precision", r"^dppo_kl", ANY): Cause(
+        "verl's DPPO binary-KL mask is computed at the log-probs' dtype",
+        Line("verl/trainer/ppo/core_algos.py",
+             "valid_positive_mask = (binary_kl <= clip_divergence_high) | (prob <= old_prob)",
+             within="def compute_policy_loss_dppo_kl("),
+        "DPPO-KL keeps or masks a token by comparing its binary KL with the divergence bound, computed at the "
+        "log-probs' dtype: in bf16 a token near the bound is kept or masked by rounding (rare: the page's "
+        "frequency line). verl's default engine hands the loss float32 log-probs (evidence), so this needs a "
+        "custom engine or a path without autocast.", "outside", _VERL_AUTOCAST),
     ("OpenRLHF", "padding", r"gspo", ANY): Cause(
         "OpenRLHF masks padding by multiplying (loss NaN)",
         Line("openrlhf/models/loss.py",

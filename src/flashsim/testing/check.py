@@ -4,7 +4,7 @@ For each :data:`~flashsim.testing.invariants.INVARIANTS` entry that applies to t
 convention, hypothesis draws batches (float64, unequal lengths, any padding layout, policy lag) until
 the loss breaks the invariant or ``max_examples`` examples pass; a failure is shrunk to a minimal
 counterexample (fewest trajectories and tokens, simplest values), which the report prints. The search
-is derandomised: the same function gives the same report.
+is derandomised: the same function gives the same report, in any process (:func:`_draws_from_the_seed_alone`).
 
 hypothesis is a development dependency (``pip install 'flashsim[dev]'``), imported when
 :func:`check_loss` runs.
@@ -12,8 +12,9 @@ hypothesis is a development dependency (``pip install 'flashsim[dev]'``), import
 
 from __future__ import annotations
 
+import contextlib
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 
@@ -178,7 +179,8 @@ def _search(invariant: Invariant, context: Context, max_examples: int, seed: int
     if seed is not None:
         search = hypothesis.seed(seed)(search)
     try:
-        search()
+        with _draws_from_the_seed_alone():
+            search()
     except Exception as error:  # hypothesis re-raises the shrunk failure (or its own error)
         failure, text, drawn = seen["failure"] or (error, "", None)
         draws = _draws_of(text)
@@ -187,6 +189,34 @@ def _search(invariant: Invariant, context: Context, max_examples: int, seed: int
         message = str(failure) if isinstance(failure, AssertionError) else f"{type(failure).__name__}: {failure}"
         return _result(invariant, "FAILS", seen["examples"], message.strip(), text, drawn, draws)
     return _result(invariant, "holds", seen["examples"])
+
+
+@contextlib.contextmanager
+def _draws_from_the_seed_alone() -> Iterator[None]:
+    """Hold hypothesis's pool of local constants empty while a search runs.
+
+    Hypothesis (6.170 in the lock) draws about one value in twenty from constants it mines from the source of every
+    *local* module the process has imported (``providers._get_local_constants``: not site-packages, not the standard
+    library, not test files). The same seed then drew other examples depending on what the process had imported and
+    on how flashsim was installed: editable, its own modules are local and feed the pool; from a wheel they are in
+    site-packages and do not. With the pool empty a search's examples depend on its seed (or, derandomised, on the
+    searched code) alone: what a wheel install gets, in any process. Hypothesis's built-in constants (0, the
+    infinities, NaN, the floats' edges) still come up. There is no public setting for this, hence the patch, undone
+    on exit; a hypothesis without the pool needs none."""
+    try:
+        from hypothesis.internal.conjecture import providers
+
+        mine, cache, empty = providers._get_local_constants, providers.CONSTANTS_CACHE, providers.Constants()
+    except (ImportError, AttributeError):
+        yield
+        return
+    cache.cache.clear()  # the allowed constants of each choice type, cached with the pool's
+    providers._get_local_constants = lambda: empty
+    try:
+        yield
+    finally:
+        providers._get_local_constants = mine
+        cache.cache.clear()
 
 
 def _draws_of(text: str) -> dict | None:
