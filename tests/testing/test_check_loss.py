@@ -8,6 +8,7 @@ import functools
 import importlib
 
 import pytest
+import torch
 from hypothesis.internal.conjecture import providers
 
 from flashsim.losses import flash_reinforce_loss, grpo_loss
@@ -129,3 +130,19 @@ def test_the_examples_depend_on_the_seed_alone_not_on_what_the_process_imported(
     check_loss(_recording(after), invariants=["padding"], max_examples=30, seed=7)
     assert len(before) > 30  # every example called the loss (twice: padding compares two layouts)
     assert after == before
+
+
+def test_a_failure_message_names_the_largest_difference_where_the_printed_entries_stop():
+    """A failure prints the first entries of got and expected; a largest difference past them is named with its
+    index, so that the printed max |got − expected| can be found (a 6 × 6 gradient whose worst token is the last)."""
+    from flashsim.testing.invariants import InvariantViolation, _close
+
+    want = torch.zeros(6, 6, dtype=torch.float64)
+    got = want.clone()
+    got[5, 5], got[0, 1] = -0.2, 0.05
+    with pytest.raises(InvariantViolation, match=r"largest at \[5, 5\]: got -0\.2, expected 0\.0"):
+        _close("gradient", got, want, rtol=0.0, atol=1e-3)
+    got[5, 5] = 0.0  # the largest difference is among the printed entries: no extra line
+    with pytest.raises(InvariantViolation) as raised:
+        _close("gradient", got, want, rtol=0.0, atol=1e-3)
+    assert "largest at" not in str(raised.value)

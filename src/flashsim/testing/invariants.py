@@ -181,8 +181,18 @@ def _close(what: str, got: Tensor, want: Tensor, *, rtol: float = 1e-7, atol: fl
     if not error <= tolerance:
         raise InvariantViolation(
             f"{what}: max |got − expected| = {error:.3g} > {tolerance:.3g}\n  got      {_short(got)}\n"
-            f"  expected {_short(want)}"
+            f"  expected {_short(want)}{_worst_beyond_short(got, want)}"
         )
+
+
+def _worst_beyond_short(got: Tensor, want: Tensor) -> str:
+    """The entry with the largest difference, where :func:`_short` cut it off: ``[i, j]`` and both values."""
+    flat = int((got - want).abs().flatten().argmax())
+    if flat < SHORT:
+        return ""
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape)]
+    return (f"\n  largest at {index}: got {round(float(got.flatten()[flat]), 6)}, "
+            f"expected {round(float(want.flatten()[flat]), 6)}")
 
 
 def _signed(values: Tensor) -> str:
@@ -191,8 +201,12 @@ def _signed(values: Tensor) -> str:
                                                                                    else "]")
 
 
+SHORT = 24
+"""How many entries of a tensor a failure message prints (flattened, from the first)."""
+
+
 def _short(values: Tensor) -> str:
-    return str([round(v, 6) for v in values.flatten().tolist()][:24])
+    return str([round(v, 6) for v in values.flatten().tolist()][:SHORT])
 
 
 def on_policy(batch: LossBatch) -> LossBatch:
