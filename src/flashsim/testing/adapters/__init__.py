@@ -139,6 +139,12 @@ def pipeline_rewards(rewards: Tensor) -> Tensor:
     return rewards.to(torch.promote_types(rewards.dtype, torch.float32))
 
 
+def handed_advantages(name: str, advantages: str, batch: str = "full batch") -> list[str]:
+    """The line of :meth:`Adapter.snippet_call` for a shard handed its rows of the ``batch``'s advantages (the
+    expression ``advantages``), in place of the framework forming them from this shard's rewards."""
+    return [f"advantages_{name} = {advantages}  # the {batch}'s advantages, this micro-batch's rows"]
+
+
 def tensor_code(tensor: Tensor, grad: bool = False) -> str:
     """``torch.tensor(...)`` that rebuilds ``tensor`` exactly (a float's repr reads back to the same value in its
     dtype; NaN and ±inf as ``float('nan')``, ``float('inf')``)."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from flashsim.testing.adapters import Adapter, group_rows, pipeline_rewards, require, tensor_code
+from flashsim.testing.adapters import Adapter, group_rows, handed_advantages, pipeline_rewards, require, tensor_code
 
 REWARD_CLIP_RANGE = (-10.0, 10.0)
 """``--reward.clip_range``'s default in ``openrlhf/cli/train_ppo_ray.py``."""
@@ -119,13 +119,12 @@ class OpenRLHFLoss(Adapter):
 
     def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
                      num_shards=1) -> list[str]:
-        rewards = pipeline_rewards(batch.rewards)
-        lines = [f"rewards_{name} = {tensor_code(rewards)}"]
         if advantages is not None:
-            lines = [f"advantages_{name} = {advantages}  # the full batch's advantages, this micro-batch's rows"]
+            lines = handed_advantages(name, advantages)
         else:
-            lines.append("# RemoteExperienceMaker.compute_advantages_and_returns "
-                         "(openrlhf/trainer/ppo_utils/experience_maker.py), then compute_reward's clamp")
+            lines = [f"rewards_{name} = {tensor_code(pipeline_rewards(batch.rewards))}",
+                     "# RemoteExperienceMaker.compute_advantages_and_returns "
+                     "(openrlhf/trainer/ppo_utils/experience_maker.py), then compute_reward's clamp"]
             shaped = f"shaped_{name}"
             if self.advantage_estimator == "flash_reinforce":
                 lines.append(f"{shaped} = rewards_{name} - rewards_{name}.mean()")

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import torch
 from torch import Tensor
 
-from flashsim.testing.adapters import Adapter, group_rows, pipeline_rewards, require, tensor_code
+from flashsim.testing.adapters import Adapter, group_rows, handed_advantages, pipeline_rewards, require, tensor_code
 
 MAX_COMPLETION_LENGTH = 32
 """``max_completion_length`` of the ``dr_grpo`` row (its N: the harness's rows are at most 24 tokens)."""
@@ -202,17 +202,16 @@ class TRLLoss(Adapter):
 
     def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
                      num_shards=1) -> list[str]:
-        rewards = pipeline_rewards(batch.rewards)
-        lines = [f"rewards_{name} = {tensor_code(rewards)}"]
         if advantages is not None:
-            lines = [f"advantages_{name} = {advantages}  # the generation batch's advantages, this micro-batch's rows"]
+            lines = handed_advantages(name, advantages, "generation batch")
         else:
             size = group_rows(batch.group_ids)
             grouped = f"rewards_{name}.view(-1, {size})"
-            lines += [f"# GRPOTrainer._generate_and_score_completions (scale_rewards={self.scale_rewards!r}, "
-                      f"num_generations={size})",
-                      f"advantages_{name} = rewards_{name} - torch.nanmean({grouped}, dim=1).repeat_interleave("
-                      f"{size}, dim=0)"]
+            lines = [f"rewards_{name} = {tensor_code(pipeline_rewards(batch.rewards))}",
+                     f"# GRPOTrainer._generate_and_score_completions (scale_rewards={self.scale_rewards!r}, "
+                     f"num_generations={size})",
+                     f"advantages_{name} = rewards_{name} - torch.nanmean({grouped}, dim=1).repeat_interleave("
+                     f"{size}, dim=0)"]
             if self.scale_rewards != "none":
                 std = (f"nanstd({grouped}, dim=1).repeat_interleave({size}, dim=0)" if size > 1
                        else f"torch.zeros_like(rewards_{name})")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from flashsim.testing.adapters import Adapter, pipeline_rewards, require, tensor_code
+from flashsim.testing.adapters import Adapter, handed_advantages, pipeline_rewards, require, tensor_code
 
 LOSS_SCALE_FACTOR = 32
 """``loss_scale_factor`` of the Dr. GRPO row with a fixed normaliser."""
@@ -155,21 +155,11 @@ class VerlLoss(Adapter):
 
     def snippet_call(self, batch, name, *, advantages=None, num_sequences=None, num_tokens=None, max_tokens=None,
                      num_shards=1) -> list[str]:
-        rewards = pipeline_rewards(batch.rewards)
-        lines = [f"token_level_rewards_{name} = {tensor_code(rewards[:, None])}"]
-        ones = f"response_mask=torch.ones_like(token_level_rewards_{name})"
         if advantages is not None:
-            lines = [f"advantages_{name} = {advantages}  # the full batch's advantages, this micro-batch's rows"]
-        elif self.loss_mode == INTEGRATION:
-            lines.append(f"advantages_{name} = get_adv_estimator_fn({INTEGRATION!r})(token_level_rewards="
-                         f"token_level_rewards_{name}, {ones}, config=None)[0][:, 0]")
-        elif self.algorithm == "flash_reinforce":
-            lines.append(f"advantages_{name} = (token_level_rewards_{name} - token_level_rewards_{name}.mean())"
-                         f"[:, 0]  # verl has no batch-mean estimator: the row's own")
+            lines = handed_advantages(name, advantages)
         else:
-            lines.append(f"advantages_{name} = compute_grpo_outcome_advantage(token_level_rewards=token_level_rewards_"
-                         f"{name}, {ones}, index={batch.group_ids.tolist()!r}, epsilon={self.std_eps!r}, "
-                         f"norm_adv_by_std_in_grpo={self.norm_by_std!r})[0][:, 0]")
+            lines = [f"token_level_rewards_{name} = {tensor_code(pipeline_rewards(batch.rewards)[:, None])}",
+                     self._formed_advantages(batch, name)]
         tokens = int(batch.action_mask.sum()) if num_tokens is None else num_tokens
         sequences = batch.batch_size if num_sequences is None else num_sequences
         return [*lines, f"response_mask_{name} = {tensor_code(batch.action_mask)}",
@@ -182,6 +172,20 @@ class VerlLoss(Adapter):
                 f"advantages=advantages_{name}[:, None] * response_mask_{name}, response_mask=response_mask_{name}, "
                 f"loss_agg_mode={self.loss_agg_mode!r}, config=config)",
                 f"grad_{name} = torch.autograd.grad(loss_{name}, log_prob_{name})[0]"]
+
+    def _formed_advantages(self, batch, name: str) -> str:
+        """The line of :meth:`snippet_call` that forms ``advantages_{name}`` from ``token_level_rewards_{name}`` as
+        this row's estimator does."""
+        ones = f"response_mask=torch.ones_like(token_level_rewards_{name})"
+        if self.loss_mode == INTEGRATION:
+            return (f"advantages_{name} = get_adv_estimator_fn({INTEGRATION!r})(token_level_rewards="
+                    f"token_level_rewards_{name}, {ones}, config=None)[0][:, 0]")
+        if self.algorithm == "flash_reinforce":
+            return (f"advantages_{name} = (token_level_rewards_{name} - token_level_rewards_{name}.mean())"
+                    f"[:, 0]  # verl has no batch-mean estimator: the row's own")
+        return (f"advantages_{name} = compute_grpo_outcome_advantage(token_level_rewards=token_level_rewards_"
+                f"{name}, {ones}, index={batch.group_ids.tolist()!r}, epsilon={self.std_eps!r}, "
+                f"norm_adv_by_std_in_grpo={self.norm_by_std!r})[0][:, 0]")
 
 
 INTEGRATION = "flash_reinforce"
