@@ -342,22 +342,22 @@ def _probe(stores: Stores, family: str, claim: str, summary: Mapping, argument: 
 
 
 SEED_FIELDS = ("range", "lowest", "lowest-seed", "run", "same")
-"""The fields that read one arm's runs, seed by seed, from ``per_seed.csv``."""
+"""The fields that read an arm's runs (``same``: two arms'), seed by seed, from ``per_seed.csv``."""
 
 
 def _seed_field(rows: list[dict], setting: str, metric: str, name: str, argument: str, digits: int | None) -> str:
     """A field of one arm's runs (the lowest–highest, the lowest and its seed, one run's value, the seeds where it
     equals another arm's) in ``metric``."""
     places = 3 if digits is None else digits
-    arm, _, seed = argument.partition("/")
+    arm, _, after = argument.partition("/")  # after the slash: run's seed, or same's other arm
     values = _per_seed(rows, setting, arm, metric)
-    if name == "same":  # here the part after the slash names the other arm
-        other = _per_seed(rows, setting, seed, metric)
+    if name == "same":
+        other = _per_seed(rows, setting, after, metric)
         seeds = values.keys() & other.keys()
         same = sum(values[s] == other[s] or math.isnan(values[s]) and math.isnan(other[s]) for s in seeds)
         return f"{same} of {len(seeds)}"
     if name == "run":
-        return _minus(fmt(values[seed], places))
+        return _minus(fmt(values[after], places))
     finite = {s: v for s, v in values.items() if math.isfinite(v)}
     if not finite:
         raise KeyError(f"{arm} has no finite {metric}")
